@@ -1,0 +1,19 @@
+"""Policy networks: ``forward(obs) -> (logits [B, n_actions] float32, value [B] float32)``.
+
+``build_model`` builds one by name (see ``registry``); ``forward_microbatched`` is the
+batch-invariant forward the actor uses (see ``microbatch``).
+"""
+from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
+from fastrl.models.microbatch import forward_microbatched
+from fastrl.models.mlp import MLPPolicy
+from fastrl.models.registry import build_model, register_model
+
+__all__ = [
+    "ImpalaResNet",
+    "MLPPolicy",
+    "NatureCNN",
+    "ShallowCNN",
+    "build_model",
+    "forward_microbatched",
+    "register_model",
+]

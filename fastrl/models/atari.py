@@ -1,0 +1,148 @@
+"""Convolutional policies for image-stack observations ``[B, C, H, W]``.
+
+uint8 frames go to the device as uint8 and are scaled by 1/255 inside ``forward``; float
+observations are taken as already scaled. The flattened feature size is computed from
+``obs_shape`` with a dummy forward, so any frame size the convolutions fit works.
+
+Three sizes to pick from (multiply-accumulates per 4x84x84 observation, parameters):
+
+- ``NatureCNN``    ~9.3 M MACs, ~1.7 M params (Mnih et al. 2015)
+- ``ShallowCNN``   ~7.6 M MACs, ~0.9 M params (the A2C / GALA / HTS-RL network)
+- ``ImpalaResNet`` ~54 M MACs,  ~1.1 M params (Espeholt et al. 2018, 15 conv layers)
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from fastrl.models.mlp import check_policy_args, init_orthogonal, obs_to_float
+
+_RELU_GAIN = math.sqrt(2)
+
+
+def _check_image_shape(cls_name: str, obs_shape: Sequence[int], n_actions: int) -> tuple[int, ...]:
+    shape = check_policy_args(cls_name, obs_shape, n_actions)
+    if len(shape) != 3:
+        raise ValueError(
+            f"{cls_name} needs an image-stack observation [C, H, W]; got obs_shape {shape}; "
+            "use the 'mlp' model for flat observations"
+        )
+    return shape
+
+
+def _flat_size(cls_name: str, features: nn.Module, obs_shape: tuple[int, ...]) -> int:
+    """Size of ``features``' flattened output for one observation, by a dummy forward."""
+    try:
+        with torch.no_grad():
+            out = features(torch.zeros((1, *obs_shape)))
+    except RuntimeError as e:
+        raise ValueError(
+            f"{cls_name}: observation {obs_shape} is too small for its convolutions ({e})"
+        ) from None
+    return out[0].numel()
+
+
+class _ImagePolicy(nn.Module):
+    """``features`` (convolutions) -> flatten -> FC ``fc_size`` + ReLU -> policy and value heads."""
+
+    def __init__(self, obs_shape: tuple[int, ...], n_actions: int, features: nn.Module, fc_size: int):
+        super().__init__()
+        self.obs_shape = obs_shape
+        self.n_actions = n_actions
+        flat = _flat_size(type(self).__name__, features, obs_shape)
+        self.body = nn.Sequential(
+            features,
+            nn.Flatten(),
+            init_orthogonal(nn.Linear(flat, fc_size), _RELU_GAIN),
+            nn.ReLU(inplace=True),
+        )
+        self.policy_head = init_orthogonal(nn.Linear(fc_size, n_actions), 0.01)
+        self.value_head = init_orthogonal(nn.Linear(fc_size, 1), 1.0)
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        h = self.body(obs_to_float(obs))
+        return self.policy_head(h), self.value_head(h).squeeze(-1)
+
+
+def _conv_stack(in_channels: int, specs: Sequence[tuple[int, int, int]]) -> nn.Sequential:
+    """Conv + ReLU per ``(out_channels, kernel, stride)``, orthogonal init with the ReLU gain."""
+    layers: list[nn.Module] = []
+    for out_channels, kernel, stride in specs:
+        conv = nn.Conv2d(in_channels, out_channels, kernel, stride=stride)
+        layers += [init_orthogonal(conv, _RELU_GAIN), nn.ReLU(inplace=True)]
+        in_channels = out_channels
+    return nn.Sequential(*layers)
+
+
+class NatureCNN(_ImagePolicy):
+    """Mnih et al. 2015 (PAAC's ``arch_nature``): conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1,
+    FC 512, ReLU after each. Orthogonal init (gain sqrt(2); heads 0.01 and 1.0)."""
+
+    def __init__(self, obs_shape: Sequence[int], n_actions: int):
+        shape = _check_image_shape("NatureCNN", obs_shape, n_actions)
+        features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (64, 3, 1)])
+        super().__init__(shape, n_actions, features, 512)
+
+
+class ShallowCNN(_ImagePolicy):
+    """The A2C / GALA / HTS-RL network (``CNNBase`` of ikostrikov's pytorch-a2c-ppo-acktr, which
+    GALA's and HTS-RL's code build on): conv 32 8x8/4, conv 64 4x4/2, conv **32** 3x3/1, FC 512.
+
+    It is not identical to ``NatureCNN``: its last conv has 32 channels instead of 64, which
+    halves the FC layer (1568 -> 512 instead of 3136 -> 512 on 84x84 frames): about half the
+    parameters and ~20% fewer multiply-accumulates. Same initialisation as ``NatureCNN``.
+    """
+
+    def __init__(self, obs_shape: Sequence[int], n_actions: int):
+        shape = _check_image_shape("ShallowCNN", obs_shape, n_actions)
+        features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (32, 3, 1)])
+        super().__init__(shape, n_actions, features, 512)
+
+
+class _ResidualBlock(nn.Module):
+    """x + conv(relu(conv(relu(x)))), both convs 3x3 with padding 1."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.conv0(torch.relu(x))  # not in place: x is the skip connection
+        y = self.conv1(torch.relu_(y))
+        return x + y
+
+
+class ImpalaResNet(_ImagePolicy):
+    """Espeholt et al. 2018 (IMPALA, deep network): per stage conv 3x3 -> max-pool 3x3/2 ->
+    two residual blocks; then ReLU, FC 256, ReLU. ``channels`` gives one stage each.
+
+    Convolutions keep PyTorch's default initialisation (as CleanRL's IMPALA-CNN does:
+    orthogonal sqrt(2) on every conv makes the residual stream grow); FC and heads are
+    orthogonal like the other policies.
+    """
+
+    def __init__(self, obs_shape: Sequence[int], n_actions: int, channels: Sequence[int] = (16, 32, 32)):
+        shape = _check_image_shape("ImpalaResNet", obs_shape, n_actions)
+        try:
+            chans = [int(c) for c in channels]
+        except (TypeError, ValueError):
+            raise ValueError(f"ImpalaResNet: channels must be a sequence of ints, got {channels!r}") from None
+        if not chans or any(c < 1 for c in chans):
+            raise ValueError(f"ImpalaResNet: channels must be one or more ints >= 1, got {chans}")
+        layers: list[nn.Module] = []
+        in_channels = shape[0]
+        for out_channels in chans:
+            layers += [
+                nn.Conv2d(in_channels, out_channels, 3, padding=1),
+                nn.MaxPool2d(3, stride=2, padding=1),
+                _ResidualBlock(out_channels),
+                _ResidualBlock(out_channels),
+            ]
+            in_channels = out_channels
+        layers.append(nn.ReLU(inplace=True))
+        super().__init__(shape, n_actions, nn.Sequential(*layers), 256)
+        self.channels = tuple(chans)

@@ -1,0 +1,78 @@
+"""Tanh MLP policy for flat observations, and the helpers every built-in policy shares.
+
+Every policy maps ``obs`` (its env dtype, ``[B, *obs_shape]``) to
+``(logits [B, n_actions] float32, value [B] float32)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+
+def obs_to_float(obs: Tensor) -> Tensor:
+    """The observation as float32: uint8 is scaled by 1/255, float32 passes through unchanged,
+    any other dtype is cast (not scaled)."""
+    if obs.dtype == torch.uint8:
+        return obs.float().div_(255.0)  # .float() made a fresh tensor, so div_ is safe
+    if obs.dtype == torch.float32:
+        return obs
+    return obs.float()
+
+
+def init_orthogonal(layer: nn.Module, gain: float) -> nn.Module:
+    """Orthogonal weights scaled by ``gain`` and zero bias (the A2C/PPO initialisation)."""
+    nn.init.orthogonal_(layer.weight, gain=gain)
+    if layer.bias is not None:
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+def check_policy_args(cls_name: str, obs_shape: Sequence[int], n_actions: int) -> tuple[int, ...]:
+    """Validate the arguments every policy takes; return ``obs_shape`` as a tuple of ints."""
+    try:
+        shape = tuple(int(d) for d in obs_shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"{cls_name}: obs_shape must be a sequence of ints, got {obs_shape!r}") from None
+    if any(d < 1 for d in shape):
+        raise ValueError(f"{cls_name}: obs_shape {shape} has a dimension < 1")
+    if isinstance(n_actions, bool) or not isinstance(n_actions, int) or n_actions < 1:
+        raise ValueError(f"{cls_name}: n_actions must be an int >= 1, got {n_actions!r}")
+    return shape
+
+
+class MLPPolicy(nn.Module):
+    """Tanh MLP trunk shared by a policy head and a value head.
+
+    Observations ``[B, *obs_shape]`` are flattened to ``[B, prod(obs_shape)]`` (uint8 ones are
+    scaled by 1/255 first). Initialisation: orthogonal, gain sqrt(2) for the hidden layers,
+    0.01 for the policy head, 1.0 for the value head, zero biases. ``hidden=()`` gives linear
+    heads on the raw observation.
+    """
+
+    def __init__(self, obs_shape: Sequence[int], n_actions: int, hidden: Sequence[int] = (64, 64)):
+        super().__init__()
+        self.obs_shape = check_policy_args("MLPPolicy", obs_shape, n_actions)
+        self.n_actions = n_actions
+        try:
+            sizes = [int(h) for h in hidden]
+        except (TypeError, ValueError):
+            raise ValueError(f"MLPPolicy: hidden must be a sequence of ints, got {hidden!r}") from None
+        if any(h < 1 for h in sizes):
+            raise ValueError(f"MLPPolicy: hidden layer sizes must be >= 1, got {sizes}")
+        self.hidden = tuple(sizes)
+        layers: list[nn.Module] = []
+        width = math.prod(self.obs_shape)
+        for h in sizes:
+            layers += [init_orthogonal(nn.Linear(width, h), math.sqrt(2)), nn.Tanh()]
+            width = h
+        self.trunk = nn.Sequential(*layers)
+        self.policy_head = init_orthogonal(nn.Linear(width, n_actions), 0.01)
+        self.value_head = init_orthogonal(nn.Linear(width, 1), 1.0)
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        x = obs_to_float(obs)
+        h = self.trunk(x.reshape(x.shape[0], -1))
+        return self.policy_head(h), self.value_head(h).squeeze(-1)

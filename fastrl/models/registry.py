@@ -1,0 +1,185 @@
+"""Build a policy network by name: a built-in, a registered name, or ``"package.module:factory"``.
+
+Every model returned satisfies the policy interface: ``forward(obs)`` with ``obs`` in the env
+dtype ``[B, *obs_shape]`` returns ``(logits [B, n_actions] float32, value [B] float32)``.
+``build_model`` checks that with one dummy forward before returning, so a wrong custom model
+is a clear ``ValueError`` at start-up rather than a crash inside a worker.
+
+Parameter initialisation draws from torch's global RNG: seed it before calling.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
+from fastrl.models.mlp import MLPPolicy
+
+ModelFactory = Callable[..., nn.Module]
+
+_IMAGE_MODELS: dict[str, ModelFactory] = {"nature": NatureCNN, "shallow": ShallowCNN, "impala": ImpalaResNet}
+_BUILTIN_NAMES = ("auto", "mlp", *_IMAGE_MODELS)
+_registered: dict[str, ModelFactory] = {}
+
+
+def register_model(name: str, factory: ModelFactory, *, overwrite: bool = False) -> None:
+    """Make ``factory`` buildable as ``name``; it is called as
+    ``factory(obs_shape=..., n_actions=..., **kwargs)`` and must return an ``nn.Module``
+    with the policy interface. Built-in names cannot be replaced; a registered name only
+    with ``overwrite=True``."""
+    if not isinstance(name, str) or not name or ":" in name or name != name.strip():
+        raise ValueError(f"register_model: name must be a non-empty string without ':' or "
+                         f"surrounding spaces, got {name!r}")
+    if name in _BUILTIN_NAMES:
+        raise ValueError(f"register_model: {name!r} is a built-in model name ({_allowed()})")
+    if not callable(factory):
+        raise ValueError(f"register_model: factory for {name!r} is not callable: {factory!r}")
+    if name in _registered and not overwrite:
+        raise ValueError(f"register_model: {name!r} is already registered (pass overwrite=True to replace it)")
+    _registered[name] = factory
+
+
+def build_model(
+    name: str,
+    obs_shape: Sequence[int],
+    obs_dtype: Any,
+    n_actions: int,
+    hidden: Sequence[int] = (64, 64),
+    kwargs: dict | None = None,
+) -> nn.Module:
+    """The policy called ``name`` for observations of ``obs_shape``/``obs_dtype`` and
+    ``n_actions`` discrete actions.
+
+    ``name``: ``"auto"`` (``"nature"`` for 3-D image stacks, ``"mlp"`` otherwise), ``"mlp"``,
+    ``"nature"``, ``"shallow"``, ``"impala"``, a name given to ``register_model``, or
+    ``"package.module:factory"``. ``hidden`` sizes the MLP and is ignored by the others.
+    ``kwargs`` go to the model's constructor or factory (e.g. ``{"channels": [16, 32, 32]}``
+    for ``"impala"``).
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"model name must be a non-empty string ({_allowed()}), got {name!r}")
+    shape = _check_obs_shape(name, obs_shape)
+    dtype = _torch_dtype(name, obs_dtype)
+    if isinstance(n_actions, bool) or not isinstance(n_actions, (int, np.integer)) or n_actions < 1:
+        raise ValueError(f"model {name!r}: n_actions must be an int >= 1, got {n_actions!r}")
+    n_actions = int(n_actions)
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ValueError(f"model {name!r}: kwargs must be a dict, got {type(kwargs).__name__}")
+    kw = dict(kwargs or {})
+
+    resolved = name
+    if name == "auto":
+        resolved = "nature" if len(shape) == 3 else "mlp"
+    if resolved == "mlp":
+        model = _build_builtin(name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw}, "hidden")
+    elif resolved in _IMAGE_MODELS:
+        if len(shape) != 3:
+            raise ValueError(f"model {name!r} is an image model and needs a 3-D observation [C, H, W]; "
+                             f"got obs_shape {shape}; use 'mlp' or 'auto' for flat observations")
+        model = _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, kw, None)
+    elif name in _registered:
+        model = _call_factory(name, _registered[name], shape, n_actions, kw)
+    elif ":" in name:
+        model = _call_factory(name, _import_factory(name), shape, n_actions, kw)
+    else:
+        raise ValueError(f"unknown model {name!r}; {_allowed()}")
+    _check_interface(name, model, shape, dtype, n_actions)
+    return model
+
+
+def _allowed() -> str:
+    names = list(_BUILTIN_NAMES) + sorted(_registered)
+    return "allowed: " + ", ".join(repr(n) for n in names) + ", or 'package.module:factory'"
+
+
+def _check_obs_shape(name: str, obs_shape: Any) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(d) for d in obs_shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"model {name!r}: obs_shape must be a sequence of ints, got {obs_shape!r}") from None
+    if any(d < 1 for d in shape):
+        raise ValueError(f"model {name!r}: obs_shape {shape} has a dimension < 1")
+    return shape
+
+
+def _torch_dtype(name: str, obs_dtype: Any) -> torch.dtype:
+    if isinstance(obs_dtype, torch.dtype):
+        return obs_dtype
+    try:
+        return torch.from_numpy(np.empty(0, dtype=np.dtype(obs_dtype))).dtype
+    except (TypeError, ValueError):
+        raise ValueError(f"model {name!r}: unsupported observation dtype {obs_dtype!r}") from None
+
+
+def _build_builtin(name: str, cls: type, shape: tuple[int, ...], n_actions: int,
+                   kw: dict, own: str | None) -> nn.Module:
+    try:
+        return cls(obs_shape=shape, n_actions=n_actions, **kw)
+    except TypeError as e:
+        extra = sorted(k for k in kw if k != own)
+        raise ValueError(f"model {name!r} ({cls.__name__}): bad kwargs {extra}: {e}") from None
+    except ValueError as e:
+        raise ValueError(f"model {name!r}: {e}") from None
+
+
+def _import_factory(name: str) -> ModelFactory:
+    module_name, _, attr = name.partition(":")
+    if not module_name or not attr or ":" in attr:
+        raise ValueError(f"model {name!r}: a custom model is written 'package.module:factory'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as e:
+        raise ValueError(f"model {name!r}: cannot import module {module_name!r}: "
+                         f"{type(e).__name__}: {e}") from e
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"model {name!r}: module {module_name!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise ValueError(f"model {name!r}: {attr!r} in {module_name!r} is not callable")
+    return obj
+
+
+def _call_factory(name: str, factory: ModelFactory, shape: tuple[int, ...], n_actions: int,
+                  kw: dict) -> nn.Module:
+    try:
+        model = factory(obs_shape=shape, n_actions=n_actions, **kw)
+    except Exception as e:
+        raise ValueError(f"model {name!r}: factory(obs_shape={shape}, n_actions={n_actions}, "
+                         f"**{kw!r}) raised {type(e).__name__}: {e}") from e
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model {name!r}: factory returned {type(model).__name__}, "
+                         "not a torch.nn.Module")
+    return model
+
+
+def _check_interface(name: str, model: nn.Module, shape: tuple[int, ...], dtype: torch.dtype,
+                     n_actions: int) -> None:
+    """One dummy forward of 2 zero observations (eval mode, no grad, RNG state kept)."""
+    param = next(model.parameters(), None)
+    device = param.device if param is not None else torch.device("cpu")
+    obs = torch.zeros((2, *shape), dtype=dtype, device=device)
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            out = model(obs)
+    except Exception as e:
+        raise ValueError(f"model {name!r}: forward failed on a dummy batch {tuple(obs.shape)} "
+                         f"{dtype}: {type(e).__name__}: {e}") from e
+    finally:
+        for m, training in modes:
+            m.training = training
+    want = f"(logits [2, {n_actions}] float32, value [2] float32)"
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+        raise ValueError(f"model {name!r}: forward must return {want}, got {type(out).__name__}")
+    logits, value = out
+    if (tuple(logits.shape) != (2, n_actions) or tuple(value.shape) != (2,)
+            or logits.dtype != torch.float32 or value.dtype != torch.float32):
+        raise ValueError(f"model {name!r}: forward must return {want} for a batch of 2, got logits "
+                         f"{list(logits.shape)} {logits.dtype} and value {list(value.shape)} {value.dtype}")
