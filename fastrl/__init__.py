@@ -1,0 +1,6 @@
+"""fastrl: a shared-memory, single-workstation, high-throughput deep-RL engine."""
+from fastrl.api import train
+from fastrl.config import Config, ConfigError, load_config
+
+__all__ = ["Config", "ConfigError", "load_config", "train"]
+__version__ = "0.1.0"

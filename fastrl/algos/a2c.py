@@ -1,0 +1,53 @@
+"""A2C loss on one storage: n-step returns, policy gradient, value regression, entropy bonus.
+
+Works on ``[N, T + 1, ...]`` views of the trajectory slots; step T holds only the observation
+whose value bootstraps the returns.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from csrc_free_kernels.returns import nstep_returns
+from fastrl.config import AlgoConfig
+
+
+@dataclass
+class LossStats:
+    policy_loss: float
+    value_loss: float
+    entropy: float
+
+
+def forward_storage(model: torch.nn.Module, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward all N*(T+1) observations at once -> logits [N, T+1, A], values [N, T+1]."""
+    n, t1 = obs.shape[:2]
+    logits, values = model(obs.reshape(n * t1, *obs.shape[2:]))
+    return logits.reshape(n, t1, -1), values.reshape(n, t1)
+
+
+def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoConfig, device: torch.device):
+    steps = storage["action"].shape[1] - 1
+    obs = torch.from_numpy(storage["obs"]).to(device)
+    actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
+    logits, values = forward_storage(model, obs)
+    bootstrap = values[:, steps].detach().float().cpu().numpy()
+    returns = nstep_returns(storage["reward"][:, :steps], storage["done"][:, :steps], bootstrap, algo.gamma)
+    returns = torch.from_numpy(returns).to(device)
+    log_probs = F.log_softmax(logits[:, :steps], dim=-1)
+    chosen = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    advantages = returns - values[:, :steps]
+    policy_loss = -(advantages.detach() * chosen).mean()
+    value_loss = advantages.pow(2).mean()
+    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    loss = policy_loss + algo.value_coef * value_loss - algo.entropy_coef * entropy
+    return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())
+
+
+def make_optimizer(model: torch.nn.Module, algo: AlgoConfig) -> torch.optim.Optimizer:
+    if algo.optimizer == "rmsprop":
+        return torch.optim.RMSprop(model.parameters(), lr=algo.lr, alpha=algo.rms_alpha, eps=algo.eps)
+    return torch.optim.Adam(model.parameters(), lr=algo.lr, eps=algo.eps)

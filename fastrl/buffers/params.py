@@ -1,0 +1,67 @@
+"""Shared policy weights with a version number that actors poll.
+
+One flat float32 vector per learner. Writes are guarded by a sequence counter (a seqlock):
+the writer makes it odd, copies, stores the version and makes it even again; a reader that
+sees an odd or changed counter retries. So a reader never uses a half-written set of weights,
+and no lock is held across processes.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+SEQ, VERSION = 0, 1
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(t.numel() for t in model.state_dict().values())
+
+
+class SharedParams:
+    def __init__(self, arrays: dict[str, np.ndarray], learner: int = 0):
+        self.flat = torch.from_numpy(arrays["params"][learner])
+        self.header = arrays["param_header"][learner]
+
+    def _views(self, model: torch.nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        pairs, offset = [], 0
+        for tensor in model.state_dict().values():
+            if tensor.dtype != torch.float32:
+                raise TypeError(f"shared parameters must be float32, got {tensor.dtype}")
+            n = tensor.numel()
+            pairs.append((tensor, self.flat[offset : offset + n].view(tensor.shape)))
+            offset += n
+        if offset != self.flat.numel():
+            raise ValueError(f"model has {offset} parameters, the shared buffer {self.flat.numel()}")
+        return pairs
+
+    @property
+    def version(self) -> int:
+        return int(self.header[VERSION])
+
+    @torch.no_grad()
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        self.header[SEQ] += 1
+        for tensor, view in self._views(model):
+            view.copy_(tensor.detach().to("cpu"))
+        self.header[VERSION] = version
+        self.header[SEQ] += 1
+
+    @torch.no_grad()
+    def load_into(self, model: torch.nn.Module, have_version: int) -> int:
+        """Copy the weights into ``model`` if the published version differs; returns the version held."""
+        pairs = None
+        while True:
+            seq = int(self.header[SEQ])
+            if seq & 1:
+                time.sleep(0)
+                continue
+            version = int(self.header[VERSION])
+            if version == have_version:
+                return version
+            pairs = pairs or self._views(model)
+            for tensor, view in pairs:
+                tensor.copy_(view)
+            if int(self.header[SEQ]) == seq:
+                return version

@@ -1,0 +1,62 @@
+"""The ``fastrl`` command: train, eval, bench, cleanup, config."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from fastrl.config import ConfigError
+
+EXIT_BAD_INPUT = 2
+
+
+def _train(args: argparse.Namespace) -> int:
+    from fastrl.api import train
+    from fastrl.runtime.supervisor import RunFailed
+
+    try:
+        summary = train(args.config, args.set or [], run_dir=args.run_dir)
+    except ConfigError as exc:
+        print(f"fastrl: bad config: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RunFailed as exc:
+        print(f"\nfastrl: the run failed and was stopped cleanly.\n{exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nfastrl: interrupted; workers stopped and shared memory freed.", file=sys.stderr)
+        return 130
+    print(json.dumps(summary))
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    from fastrl.config import field_docs
+
+    for key, default, doc in field_docs():
+        print(f"{key:40s} {default!r:>22}  {doc}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fastrl", description="shared-memory high-throughput deep RL")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train an agent (no CONFIG: the default config)")
+    train.add_argument("config", nargs="?", help="TOML config file")
+    train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. engine.envs=8")
+    train.add_argument("--run-dir", help="run directory (default: run.dir/<time>_<env>_<mode>)")
+    train.set_defaults(func=_train)
+    config = sub.add_parser("config", help="list every config key with its default and meaning")
+    config.set_defaults(func=_config)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

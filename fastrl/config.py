@@ -1,0 +1,280 @@
+"""Typed run configuration: TOML files and ``--set key=value`` overrides into dataclasses.
+
+Every field carries its documentation and its allowed values in ``metadata`` so that
+validation errors can name the key, the bad value and what is allowed, before any
+worker starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MODES = ("sync", "hts", "async", "gala")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key that cannot be used; the message says which and why."""
+
+
+def _f(default: Any, doc: str, **rules: Any) -> Any:
+    """A dataclass field with its documentation and validation rules in metadata."""
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        factory = (lambda d=default: type(d)(d)) if not dataclasses.is_dataclass(default) else type(default)
+        return field(default_factory=factory, metadata={"doc": doc, **rules})
+    return field(default=default, metadata={"doc": doc, **rules})
+
+
+@dataclass
+class AtariConfig:
+    """The Atari preprocessing protocol (used only for ALE env ids)."""
+
+    frame_skip: int = _f(4, "emulator frames per agent step; the last two are max-pooled", min=1)
+    size: int = _f(84, "observations are size x size grayscale, area-resized", min=8)
+    stack: int = _f(4, "number of stacked frames in one observation", min=1)
+    noop_max: int = _f(30, "up to this many no-op actions after each reset (0 disables)", min=0)
+    fire_reset: bool = _f(True, "press FIRE after reset in games whose action set has FIRE")
+    episodic_life: bool = _f(False, "a lost life ends the episode for learning (not for the score)")
+    clip_rewards: bool = _f(True, "learn from sign(reward); the logged return is the raw score")
+    repeat_action_probability: float = _f(
+        -1.0, "sticky actions; -1 picks from the id (0.25 for v5 ids, 0 for NoFrameskip-v4)", min=-1.0, max=1.0
+    )
+    full_action_space: bool = _f(False, "use all 18 actions instead of the game's minimal set")
+    max_episode_frames: int = _f(108_000, "truncate an episode after this many emulator frames", min=1)
+
+
+@dataclass
+class EnvConfig:
+    id: str = _f("CartPole-v1", "a gymnasium id, an ALE id (ALE/Pong-v5, PongNoFrameskip-v4) or 'package.module:factory'")
+    kwargs: dict = _f({}, "keyword arguments for gymnasium.make or the factory")
+    atari: AtariConfig = _f(AtariConfig(), "Atari preprocessing")
+
+
+@dataclass
+class EngineConfig:
+    mode: str = _f("hts", "how rollout and learning interleave", choices=MODES)
+    envs: int = _f(16, "total number of environments", min=1)
+    executors: int = _f(1, "processes that step the envs (envs are split evenly)", min=1)
+    actors: int = _f(1, "processes that run the policy forward", min=1)
+    learners: int = _f(1, "learner processes (more than one only in gala mode)", min=1)
+    rollout: int = _f(5, "steps per env per rollout (T); in hts also the barrier interval alpha", min=1)
+    micro_batch: int = _f(
+        16, "actor forward micro-batch; a fixed size (a multiple of 8) keeps results batch-invariant", min=8, multiple_of=8
+    )
+    serial: bool = _f(False, "run executors, actors and learner in this one process (debugging, profiling)")
+    actor_threads: int = _f(1, "torch threads per actor process", min=1)
+    learner_threads: int = _f(1, "torch threads in the learner", min=1)
+    device: str = _f("cpu", "device for actors and learner", choices=("cpu", "cuda", "auto"))
+    step_delay_s: float = _f(0.0, "testing: max random sleep injected after each env step", min=0.0)
+
+
+@dataclass
+class AlgoConfig:
+    name: str = _f("a2c", "learning algorithm", choices=("a2c",))
+    lr: float = _f(7e-4, "learning rate", min_exclusive=0.0)
+    optimizer: str = _f("rmsprop", "optimizer", choices=("rmsprop", "adam"))
+    eps: float = _f(1e-5, "optimizer epsilon", min_exclusive=0.0)
+    rms_alpha: float = _f(0.99, "RMSprop smoothing constant", min=0.0, max=1.0)
+    gamma: float = _f(0.99, "discount", min=0.0, max=1.0)
+    entropy_coef: float = _f(0.01, "entropy bonus weight", min=0.0)
+    value_coef: float = _f(0.5, "value loss weight", min=0.0)
+    max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
+
+
+@dataclass
+class ModelConfig:
+    name: str = _f("auto", "'auto', 'mlp', 'nature', 'shallow', 'impala' or 'package.module:factory'")
+    hidden: list[int] = _f([64, 64], "hidden layer sizes of the mlp")
+    kwargs: dict = _f({}, "keyword arguments for a custom model factory")
+
+
+@dataclass
+class RunConfig:
+    seed: int = _f(0, "run seed; every env's stream derives from (seed, env index)", min=0)
+    total_frames: int = _f(1_000_000, "stop after this many env frames (agent steps x frame skip)", min=1)
+    target_return: float = _f(float("inf"), "stop early once the mean return of recent episodes reaches this")
+    dir: str = _f("runs", "parent folder of run directories")
+    log_interval_s: float = _f(5.0, "seconds between metrics.jsonl lines", min_exclusive=0.0)
+    progress: bool = _f(True, "show a live one-line progress display")
+    return_window: int = _f(100, "episodes averaged for the logged mean return", min=1)
+
+
+@dataclass
+class ReliabilityConfig:
+    queue_timeout_s: float = _f(10.0, "a queue operation taking longer than this is a fault", min_exclusive=0.0)
+    startup_timeout_s: float = _f(120.0, "workers must be ready within this", min_exclusive=0.0)
+
+
+@dataclass
+class Config:
+    env: EnvConfig = _f(EnvConfig(), "environment")
+    engine: EngineConfig = _f(EngineConfig(), "processes and buffers")
+    algo: AlgoConfig = _f(AlgoConfig(), "learning algorithm")
+    model: ModelConfig = _f(ModelConfig(), "policy network")
+    run: RunConfig = _f(RunConfig(), "seed, budget, logging")
+    reliability: ReliabilityConfig = _f(ReliabilityConfig(), "timeouts")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------- building from dicts
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; ints are accepted for floats."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for option in typing.get_args(tp):
+            try:
+                return _coerce(value, option, key)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{key} = {value!r}: expected {tp}")
+    if tp is type(None):
+        if value is None:
+            return None
+        raise ConfigError(f"{key} = {value!r}: expected nothing")
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} = {value!r}: expected a list")
+        (item_tp,) = typing.get_args(tp)
+        return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} = {value!r}: expected a table")
+        return dict(value)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float, str, bool):
+        if type(value) is not tp:
+            raise ConfigError(f"{key} = {value!r}: expected {_type_name(tp)}, got {type(value).__name__}")
+        return value
+    raise ConfigError(f"{key}: unsupported annotation {tp}")
+
+
+def _check_rules(value: Any, meta: dict, key: str) -> None:
+    allowed = meta.get("choices")
+    if allowed is not None and value not in allowed:
+        raise ConfigError(f"{key} = {value!r}: allowed values are {', '.join(map(repr, allowed))}")
+    if "multiple_of" in meta and value % meta["multiple_of"]:
+        raise ConfigError(f"{key} = {value!r}: must be a multiple of {meta['multiple_of']}")
+    if "min" in meta and value < meta["min"]:
+        raise ConfigError(f"{key} = {value!r}: must be >= {meta['min']}")
+    if "max" in meta and value > meta["max"]:
+        raise ConfigError(f"{key} = {value!r}: must be <= {meta['max']}")
+    if "min_exclusive" in meta and not value > meta["min_exclusive"]:
+        raise ConfigError(f"{key} = {value!r}: must be > {meta['min_exclusive']}")
+
+
+def _build(cls: type, data: dict, prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            where = f"{prefix}{key}"
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; known keys: {', '.join(fields)}"
+            raise ConfigError(f"unknown config key '{where}'{hint}")
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in data:
+            continue
+        key, tp, value = f"{prefix}{name}", hints[name], data[name]
+        if dataclasses.is_dataclass(tp):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{key}: expected a table, got {value!r}")
+            kwargs[name] = _build(tp, value, f"{key}.")
+        else:
+            kwargs[name] = _coerce(value, tp, key)
+            _check_rules(kwargs[name], dict(f.metadata), key)
+    return cls(**kwargs)
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def parse_override(text: str) -> dict:
+    """``a.b.c=value`` -> ``{"a": {"b": {"c": value}}}``; the value is read as TOML, else as a string."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected key=value, e.g. engine.envs=8")
+    dotted, raw = text.split("=", 1)
+    parts = [p.strip() for p in dotted.strip().split(".")]
+    if not all(parts):
+        raise ConfigError(f"--set {text!r}: empty key part")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    out: dict = {parts[-1]: value}
+    for part in reversed(parts[:-1]):
+        out = {part: out}
+    return out
+
+
+def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
+    for text in overrides:
+        data = _merge(data, parse_override(text))
+    return data
+
+
+def config_from_dict(data: dict) -> Config:
+    config = _build(Config, data, "")
+    validate(config)
+    return config
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a TOML file (or the defaults) and apply ``key=value`` overrides, then validate."""
+    data: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return config_from_dict(apply_overrides(data, overrides))
+
+
+def validate(config: Config) -> None:
+    """Checks that involve more than one key."""
+    engine = config.engine
+    if engine.executors > engine.envs:
+        raise ConfigError(f"engine.executors = {engine.executors} is more than engine.envs = {engine.envs}")
+    if engine.actors > engine.envs:
+        raise ConfigError(f"engine.actors = {engine.actors} is more than engine.envs = {engine.envs}")
+    if engine.mode in ("async", "gala"):
+        raise ConfigError(f"engine.mode = {engine.mode!r} is not available yet; use 'sync' or 'hts'")
+    if engine.learners != 1:
+        raise ConfigError("engine.learners > 1 needs engine.mode = 'gala', which is not available yet")
+
+
+def field_docs(cls: type = Config, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(key, default, documentation) for every leaf key, for the README and ``fastrl config``."""
+    rows = []
+    for f in dataclasses.fields(cls):
+        tp = typing.get_type_hints(cls)[f.name]
+        if dataclasses.is_dataclass(tp):
+            rows += field_docs(tp, f"{prefix}{f.name}.")
+        else:
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            rows.append((f"{prefix}{f.name}", default, f.metadata.get("doc", "")))
+    return rows

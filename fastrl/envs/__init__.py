@@ -1,0 +1,4 @@
+"""Environments: adapters that write observations straight into shared trajectory rows."""
+from fastrl.envs.registry import DELAY_ENV_ID, EnvInfo, make_env, probe_env, register_fastrl_envs
+
+__all__ = ["DELAY_ENV_ID", "EnvInfo", "make_env", "probe_env", "register_fastrl_envs"]

@@ -1,0 +1,33 @@
+"""What an executor needs from an environment: step and reset straight into buffer rows.
+
+An adapter writes each observation into an array the executor hands it (a row of the
+shared trajectory buffer), so observations are never copied between processes or pickled.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+
+class EnvAdapter(Protocol):
+    obs_shape: tuple[int, ...]
+    obs_dtype: np.dtype
+    n_actions: int
+    frames_per_step: int  # emulator frames per agent step, for frame counting
+
+    def reset(self, seed: int, out: np.ndarray) -> None:
+        """Start a new episode seeded with ``seed`` and write its first observation into ``out``."""
+
+    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, bool, bool]:
+        """Apply ``action``; ``prev`` holds the current observation (frame stacks shift from it),
+        the next one is written into ``out``.
+
+        Returns ``(reward, raw_reward, done, episode_over)``: ``reward`` is what the learner sees
+        (clipped for Atari), ``raw_reward`` what the score counts; ``done`` ends the return for
+        learning (terminal, truncation, or a lost life with episodic life); ``episode_over`` means
+        the executor must call ``reset`` (game over or truncation).
+        """
+
+    def close(self) -> None:
+        ...

@@ -1,0 +1,76 @@
+"""From an env id (gymnasium id, ALE id or 'package.module:factory') to an executor adapter."""
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+
+from fastrl.config import EnvConfig
+from fastrl.envs.gym import GymEnv, UnsupportedEnvError
+
+DELAY_ENV_ID = "fastrl/DelayEnv-v0"
+
+
+def register_fastrl_envs() -> None:
+    if DELAY_ENV_ID not in gym.registry:
+        gym.register(DELAY_ENV_ID, entry_point="fastrl.envs.delay:DelayEnv")
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    n_actions: int
+    frames_per_step: int
+
+
+def _is_atari(env_id: str) -> bool:
+    try:  # TEMP until atari.py lands
+        from fastrl.envs.atari import is_atari_id
+    except ImportError:
+        return False
+    return is_atari_id(env_id)
+
+
+def _load_factory(spec: str):
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnsupportedEnvError(f"env.id = {spec!r}: cannot import module {module_name!r}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise UnsupportedEnvError(f"env.id = {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
+
+
+def make_env(config: EnvConfig, seed: int = 0):
+    """Build one env adapter. ``seed`` seeds emulator-internal randomness (ALE sticky actions)."""
+    register_fastrl_envs()
+    env_id = config.id
+    if ":" in env_id:
+        env = _load_factory(env_id)(**config.kwargs)
+        if not isinstance(env, gym.Env):
+            raise UnsupportedEnvError(f"env.id = {env_id!r}: the factory returned {type(env).__name__}, not a gymnasium.Env")
+        return GymEnv(env_id, env)
+    if _is_atari(env_id):
+        from fastrl.envs.atari import AtariEnv
+
+        return AtariEnv(env_id, config.atari, config.kwargs, seed=seed)
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise UnsupportedEnvError(f"env.id = {env_id!r} is not a registered gymnasium env{hint}")
+    return GymEnv(env_id, gym.make(env_id, **config.kwargs))
+
+
+def probe_env(config: EnvConfig) -> EnvInfo:
+    """Build one env in the main process to size the buffers and validate the id before workers start."""
+    env = make_env(config)
+    try:
+        return EnvInfo(tuple(env.obs_shape), np.dtype(env.obs_dtype).str, env.n_actions, env.frames_per_step)
+    finally:
+        env.close()

@@ -1,0 +1,71 @@
+"""The run directory: resolved config, metrics.jsonl, checkpoints/, summary.json."""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+from fastrl.config import Config
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if math.isnan(value):
+            return "nan"
+        return repr(value)
+    if isinstance(value, (int, str)):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def to_toml(data: dict, prefix: str = "") -> str:
+    """A small TOML writer for config dicts (tables of scalars, lists and inline tables)."""
+    scalars = [(k, v) for k, v in data.items() if not (isinstance(v, dict) and _is_table(k, v))]
+    tables = [(k, v) for k, v in data.items() if isinstance(v, dict) and _is_table(k, v)]
+    lines = [f"{k} = {_toml_value(v)}" for k, v in scalars]
+    for key, table in tables:
+        name = f"{prefix}{key}"
+        lines += ["", f"[{name}]", to_toml(table, f"{name}.")]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def _is_table(key: str, value: dict) -> bool:
+    return key not in ("kwargs",)  # free-form dicts stay inline
+
+
+def default_run_dir(config: Config) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    env = config.env.id.replace("/", "-").replace(":", "-")
+    return Path(config.run.dir) / f"{stamp}_{env}_{config.engine.mode}"
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @classmethod
+    def create(cls, config: Config, path: str | Path | None = None) -> "RunDir":
+        run = cls(path or default_run_dir(config))
+        (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (run.path / "config.toml").write_text(to_toml(config.to_dict()))
+        return run
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    def write_summary(self, summary: dict) -> None:
+        (self.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

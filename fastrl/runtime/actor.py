@@ -1,0 +1,99 @@
+"""Actor: batch-polls ready observations, runs the policy once per batch, writes the actions.
+
+Sampling uses the random number the executor wrote beside each observation (inverse CDF on
+the CPU), and the forward runs in fixed-size micro-batches, so each row's action depends only
+on its own observation and weights, never on what else happened to be in the batch.
+"""
+from __future__ import annotations
+
+import time
+from queue import Empty
+
+import numpy as np
+import torch
+
+from csrc_free_kernels.sampling import sample_from_u
+from fastrl.buffers import RunBuffers
+from fastrl.buffers.control import Clock
+from fastrl.models import build_model
+from fastrl.models.microbatch import forward_microbatched
+from fastrl.runtime.channels import Channels
+from fastrl.runtime.spec import RunSpec, WorkerIds, owner_of, split
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("engine.device = 'cuda' but torch sees no CUDA device")
+    return torch.device(name)
+
+
+def build_policy(spec: RunSpec) -> torch.nn.Module:
+    info, model = spec.env_info, spec.config.model
+    return build_model(model.name, info.obs_shape, np.dtype(info.obs_dtype), info.n_actions, model.hidden, model.kwargs)
+
+
+class Actor:
+    def __init__(self, spec: RunSpec, channels: Channels, buffers: RunBuffers, index: int):
+        engine = spec.config.engine
+        self.spec, self.channels, self.index = spec, channels, index
+        self.envs_total = spec.envs
+        self.served = len(split(spec.envs, engine.actors)[index])
+        self.lockstep = spec.mode.lockstep
+        self.executor_of = owner_of(spec.envs, engine.executors)
+        self.device = resolve_device(engine.device)
+        self.micro_batch = engine.micro_batch
+        self.model = build_policy(spec).to(self.device).eval()
+        self.params = buffers.shared_params(0)
+        self.version = -1
+        rows = buffers.slots.rows
+        self.obs, self.u = rows["obs"], rows["u"]
+        self.action, self.logp, self.value, self.stamp = rows["action"], rows["logp"], rows["value"], rows["version"]
+        # each served env has at most one request outstanding, so `served` rows always suffice
+        pinned = self.device.type == "cuda"
+        obs_dtype = torch.from_numpy(np.zeros(0, spec.env_info.obs_dtype)).dtype
+        self.obs_batch = torch.empty((self.served, *spec.env_info.obs_shape), dtype=obs_dtype, pin_memory=pinned)
+        self.actions = np.empty(self.served, np.int64)
+        self.logps = np.empty(self.served, np.float32)
+        self.pending: list[int] = []
+        self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).actor(index)]
+
+    def poll(self, timeout: float) -> bool:
+        started = time.perf_counter()
+        try:
+            self.pending += self.channels.requests[self.index].get_many(block=timeout > 0, timeout=timeout)
+        except Empty:
+            pass
+        self.timing[Clock.WAITING] += time.perf_counter() - started
+        if not self.pending or (self.lockstep and len(self.pending) < self.served):
+            return False
+        batch, self.pending = self.pending, []
+        begun = time.perf_counter()
+        self._act(np.sort(np.asarray(batch, np.int64)))
+        self.timing[Clock.INFERENCE] += time.perf_counter() - begun
+        return True
+
+    @torch.inference_mode()
+    def _act(self, messages: np.ndarray) -> None:
+        rows, envs = np.divmod(messages, self.envs_total)
+        n = len(rows)
+        obs = self.obs_batch[:n]
+        np.take(self.obs, rows, axis=0, out=obs.numpy())
+        self.version = self.params.load_into(self.model, self.version)
+        logits, value = forward_microbatched(self.model, obs.to(self.device, non_blocking=True), self.micro_batch)
+        actions, logps = sample_from_u(logits.float().cpu().numpy(), self.u[rows], self.actions[:n], self.logps[:n])
+        self.action[rows] = actions
+        self.logp[rows] = logps
+        self.value[rows] = value.float().cpu().numpy()
+        self.stamp[rows] = self.version
+        self._release(envs)
+
+    def _release(self, envs: np.ndarray) -> None:
+        owners = self.executor_of[envs]
+        timeout = self.spec.config.reliability.queue_timeout_s
+        for executor in np.unique(owners):
+            self.channels.inboxes[executor].put_many(envs[owners == executor].tolist(), timeout=timeout)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,61 @@
+"""The queues between processes. They carry small integers only; arrays stay in shared memory.
+
+Messages (all ints, so a batch is one cheap ``put_many``):
+- request, executor -> actor: ``row * envs + env`` — env's observation at flat ``row`` is ready.
+- inbox, actor -> executor: ``env`` — the action for env's current row is written.
+- inbox, learner -> executor: ``-(rollout + 1)`` — start rollout ``rollout``.
+- rollout_done, executor -> learner: ``env`` — env finished its current rollout.
+- episodes, executor -> main: ``(env, return, length)`` of a finished episode.
+- errors, any worker -> main: ``(worker, summary, traceback)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from faster_fifo import Queue
+
+QUEUE_BYTES = 4 * 1024 * 1024
+
+
+def encode_request(env: int, row: int, envs: int) -> int:
+    return row * envs + env
+
+
+def decode_request(message: int, envs: int) -> tuple[int, int]:
+    """-> (env, row)"""
+    row, env = divmod(message, envs)
+    return env, row
+
+
+def encode_go(rollout: int) -> int:
+    return -(rollout + 1)
+
+
+def decode_go(message: int) -> int:
+    return -message - 1
+
+
+@dataclass
+class Channels:
+    requests: list[Queue]
+    inboxes: list[Queue]
+    rollout_done: Queue
+    episodes: Queue
+    errors: Queue
+
+    @classmethod
+    def create(cls, actors: int, executors: int) -> "Channels":
+        return cls(
+            requests=[Queue(QUEUE_BYTES) for _ in range(actors)],
+            inboxes=[Queue(QUEUE_BYTES) for _ in range(executors)],
+            rollout_done=Queue(QUEUE_BYTES),
+            episodes=Queue(QUEUE_BYTES),
+            errors=Queue(QUEUE_BYTES),
+        )
+
+    def all(self) -> list[Queue]:
+        return [*self.requests, *self.inboxes, self.rollout_done, self.episodes, self.errors]
+
+    def close(self) -> None:
+        for q in self.all():
+            q.close()

@@ -1,0 +1,75 @@
+"""What every worker is told at start: the config, the buffer plan and how to reach it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fastrl.buffers import BufferPlan
+from fastrl.buffers.arena import ArenaSpec
+from fastrl.config import Config
+from fastrl.envs import EnvInfo
+from fastrl.modes import ModeSpec, get_mode
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    config: Config
+    plan: BufferPlan
+    arena: ArenaSpec
+    env_info: EnvInfo
+    run_dir: str
+
+    @property
+    def mode(self) -> ModeSpec:
+        return get_mode(self.config.engine.mode)
+
+    @property
+    def envs(self) -> int:
+        return self.config.engine.envs
+
+    @property
+    def steps(self) -> int:
+        return self.config.engine.rollout
+
+
+def split(total: int, parts: int) -> list[np.ndarray]:
+    """Contiguous, as-even-as-possible groups: ``split(10, 3)`` -> [0..3], [4..6], [7..9]."""
+    return np.array_split(np.arange(total), parts)
+
+
+def owner_of(total: int, parts: int) -> np.ndarray:
+    """For each item, the index of the group ``split`` put it in."""
+    owner = np.empty(total, np.int64)
+    for part, items in enumerate(split(total, parts)):
+        owner[items] = part
+    return owner
+
+
+@dataclass(frozen=True)
+class WorkerIds:
+    """Worker numbering shared by heartbeats and timing rows: executors, then actors, then learners."""
+
+    executors: int
+    actors: int
+    learners: int
+
+    def executor(self, i: int) -> int:
+        return i
+
+    def actor(self, i: int) -> int:
+        return self.executors + i
+
+    def learner(self, i: int) -> int:
+        return self.executors + self.actors + i
+
+    @property
+    def total(self) -> int:
+        return self.executors + self.actors + self.learners
+
+    def name(self, worker: int) -> str:
+        if worker < self.executors:
+            return f"executor-{worker}"
+        if worker < self.executors + self.actors:
+            return f"actor-{worker - self.executors}"
+        return f"learner-{worker - self.executors - self.actors}"

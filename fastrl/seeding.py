@@ -1,0 +1,16 @@
+"""Every random stream of a run derives from (run seed, purpose, index): nothing depends on timing."""
+from __future__ import annotations
+
+import numpy as np
+
+ENV_STREAM = 1
+MODEL_STREAM = 2
+
+
+def env_rng(seed: int, env_index: int) -> np.random.Generator:
+    """The env's own stream: its reset seeds and its per-step random number for the actor."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, ENV_STREAM, env_index])))
+
+
+def model_seed(seed: int) -> int:
+    return int(np.random.SeedSequence([seed, MODEL_STREAM]).generate_state(1)[0])

@@ -1,0 +1,132 @@
+"""Metrics: one JSON line per log interval, a live progress line, and the final summary."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from collections import deque
+from queue import Empty
+
+import numpy as np
+
+from fastrl.buffers.control import Clock, Control, Stat
+from fastrl.config import Config
+from fastrl.run_dir import RunDir
+from fastrl.runtime.spec import WorkerIds
+
+log = logging.getLogger(__name__)
+PROGRESS_INTERVAL_S = 0.5
+
+
+def _finite_or_none(x: float):
+    return float(x) if math.isfinite(x) else None
+
+
+class Telemetry:
+    def __init__(self, config: Config, run_dir: RunDir, control: Control, ids: WorkerIds, episodes):
+        self.config, self.run_dir, self.control, self.ids = config, run_dir, control, ids
+        self.episodes_queue = episodes
+        self.returns: deque[float] = deque(maxlen=config.run.return_window)
+        self.episodes = 0
+        self.started = time.monotonic()
+        self.last_log = self.last_progress = self.started
+        self.last_frames = 0.0
+        self.last_timing = control.timing.copy()
+        self.progress = config.run.progress and sys.stderr.isatty()
+        self.metrics_file = open(run_dir.metrics, "a", buffering=1)
+
+    # ------------------------------------------------------------------ inputs
+
+    def drain_episodes(self) -> None:
+        while True:
+            try:
+                batch = self.episodes_queue.get_many(block=False)
+            except Empty:
+                return
+            for _env, ret, _length in batch:
+                self.returns.append(ret)
+                self.episodes += 1
+
+    @property
+    def return_mean(self) -> float:
+        return float(np.mean(self.returns)) if self.returns else float("nan")
+
+    @property
+    def frames(self) -> float:
+        return float(self.control.learner_stats[:, Stat.FRAMES].sum())
+
+    def target_reached(self) -> bool:
+        window_full = len(self.returns) >= min(self.config.run.return_window, 10)
+        return window_full and self.return_mean >= self.config.run.target_return
+
+    # ------------------------------------------------------------------ outputs
+
+    def tick(self, force: bool = False) -> None:
+        self.drain_episodes()
+        now = time.monotonic()
+        if force or now - self.last_log >= self.config.run.log_interval_s:
+            self._log_line(now)
+        if self.progress and now - self.last_progress >= PROGRESS_INTERVAL_S:
+            self._progress_line(now)
+
+    def _time_split(self) -> dict[str, float]:
+        timing = self.control.timing.copy()
+        delta, self.last_timing = timing - self.last_timing, timing
+        total = max(delta.sum(), 1e-9)
+        return {clock.name.lower(): round(float(delta[:, clock].sum() / total), 4) for clock in Clock}
+
+    def _log_line(self, now: float) -> None:
+        stats = self.control.learner_stats[0]
+        frames = self.frames
+        fps = (frames - self.last_frames) / max(now - self.last_log, 1e-9)
+        line = {
+            "time_s": round(now - self.started, 3),
+            "frames": int(frames),
+            "fps": round(fps, 1),
+            "updates": int(stats[Stat.UPDATES]),
+            "episodes": self.episodes,
+            "return_mean": _finite_or_none(self.return_mean),
+            "return_max": max(self.returns) if self.returns else None,
+            "policy_loss": float(stats[Stat.POLICY_LOSS]),
+            "value_loss": float(stats[Stat.VALUE_LOSS]),
+            "entropy": float(stats[Stat.ENTROPY]),
+            "grad_norm": float(stats[Stat.GRAD_NORM]),
+            "policy_lag_mean": float(stats[Stat.LAG_MEAN]),
+            "policy_lag_max": float(stats[Stat.LAG_MAX]),
+            "time_split": self._time_split(),
+        }
+        self.metrics_file.write(json.dumps(line) + "\n")
+        self.last_log, self.last_frames = now, frames
+
+    def _progress_line(self, now: float) -> None:
+        elapsed = now - self.started
+        frames = self.frames
+        text = (
+            f"\r{int(frames):>11,d} frames  {frames / max(elapsed, 1e-9):>8,.0f} fps  "
+            f"return {self.return_mean:8.2f}  episodes {self.episodes:>6d}  {elapsed:7.1f}s"
+        )
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        self.last_progress = now
+
+    def summary(self, status: str) -> dict:
+        wall = time.monotonic() - self.started
+        frames = self.frames
+        return {
+            "status": status,
+            "frames": int(frames),
+            "wall_s": round(wall, 3),
+            "fps": round(frames / max(wall, 1e-9), 1),
+            "final_return_mean": _finite_or_none(self.return_mean),
+            "episodes": self.episodes,
+            "updates": int(self.control.learner_stats[0, Stat.UPDATES]),
+            "env_id": self.config.env.id,
+            "mode": self.config.engine.mode,
+        }
+
+    def close(self) -> None:
+        if self.progress:
+            sys.stderr.write("\n")
+        self.metrics_file.close()
