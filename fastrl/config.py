@@ -77,7 +77,7 @@ class EngineConfig:
 class AlgoConfig:
     name: str = _f("a2c", "learning algorithm", choices=("a2c",))
     lr: float = _f(7e-4, "learning rate", min_exclusive=0.0)
-    optimizer: str = _f("rmsprop", "optimizer", choices=("rmsprop", "adam"))
+    optimizer: str = _f("rmsprop", "optimizer", choices=("rmsprop", "adam", "sgd"))
     eps: float = _f(1e-5, "optimizer epsilon", min_exclusive=0.0)
     rms_alpha: float = _f(0.99, "RMSprop smoothing constant", min=0.0, max=1.0)
     gamma: float = _f(0.99, "discount", min=0.0, max=1.0)

@@ -50,4 +50,6 @@ def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoC
 def make_optimizer(model: torch.nn.Module, algo: AlgoConfig) -> torch.optim.Optimizer:
     if algo.optimizer == "rmsprop":
         return torch.optim.RMSprop(model.parameters(), lr=algo.lr, alpha=algo.rms_alpha, eps=algo.eps)
-    return torch.optim.Adam(model.parameters(), lr=algo.lr, eps=algo.eps)
+    if algo.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=algo.lr, eps=algo.eps)
+    return torch.optim.SGD(model.parameters(), lr=algo.lr)

@@ -1,0 +1,68 @@
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from fastrl.buffers.arena import list_segments
+
+
+def _children(pid: int) -> list[int]:
+    """Live (non-zombie) processes whose parent is ``pid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, ppid = fields[0], int(fields[1])
+        if ppid == pid and state != "Z":
+            out.append(int(entry))
+    return out
+
+
+def live_children() -> list[int]:
+    multiprocessing.active_children()  # reap finished ones
+    return [pid for pid in _children(os.getpid()) if _is_fastrl_worker(pid)]
+
+
+def _is_fastrl_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return False
+    # faster-fifo/multiprocessing helpers (resource tracker) are not run workers
+    return b"multiprocessing.spawn" in cmd or b"fastrl" in cmd
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    """Every test must leave no shared-memory segment and no worker process behind."""
+    before = set(list_segments())
+    yield
+    deadline = time.monotonic() + 5
+    while live_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    leaked = set(list_segments()) - before
+    assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"
+    assert not live_children(), f"worker processes left alive: {live_children()}"
+
+
+def cartpole(tmp_path, *overrides: str, mode: str = "sync") -> tuple[dict, list[str]]:
+    """A small CartPole run config as (dict, overrides) for fastrl.train."""
+    base = [
+        "env.id='CartPole-v1'",
+        f"engine.mode='{mode}'",
+        "engine.envs=8",
+        "engine.rollout=5",
+        "run.total_frames=800",
+        f"run.dir='{tmp_path}'",
+        "run.progress=false",
+        "run.log_interval_s=0.5",
+        "model.name='mlp'",
+    ]
+    return {}, base + list(overrides)

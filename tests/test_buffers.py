@@ -1,0 +1,82 @@
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from fastrl.buffers import BufferPlan, RunBuffers
+from fastrl.buffers.arena import Arena, ShmSpaceError, check_space, list_segments
+from fastrl.buffers.layout import ALIGN, Layout
+from fastrl.buffers.params import SharedParams
+from fastrl.buffers.slots import SlotShape
+
+
+def test_layout_aligns_every_field():
+    layout = Layout.plan([("a", (3,), "uint8"), ("b", (5, 7), "float64"), ("c", (1,), "int64")])
+    assert all(f.offset % ALIGN == 0 for f in layout.fields)
+    assert layout.nbytes >= sum(f.nbytes for f in layout.fields)
+
+
+def test_attach_sees_the_same_memory_and_only_the_owner_unlinks():
+    layout = Layout.plan([("x", (4, 6), "float32")])
+    owner = Arena.create(layout)
+    try:
+        reader = Arena.attach(owner.spec)
+        owner.arrays["x"][2, 3] = 7.5
+        assert reader.arrays["x"][2, 3] == 7.5
+        with pytest.raises(RuntimeError, match="only the process that created"):
+            reader.unlink()
+        reader.close()
+    finally:
+        owner.close()
+        owner.unlink()
+    assert owner.spec.name not in list_segments()
+
+
+def test_segment_names_carry_the_owner_pid():
+    owner = Arena.create(Layout.plan([("x", (1,), "int64")]))
+    try:
+        assert owner.spec.name.startswith(f"fastrl_{os.getpid()}_")
+    finally:
+        owner.close()
+        owner.unlink()
+
+
+def test_space_check_names_both_numbers_and_the_knob():
+    with pytest.raises(ShmSpaceError, match=r"need .* GiB of shared memory, but .* GiB free .* lower engine.envs"):
+        check_space(1 << 60)
+
+
+def test_storage_is_a_view_of_contiguous_slots():
+    plan = BufferPlan(SlotShape(slots=6, steps=4, obs_shape=(3,), obs_dtype="float32"), n_params=10, learners=1, workers=3)
+    buffers = RunBuffers.create(plan)
+    try:
+        storage = buffers.slots.storage(3, 3)
+        assert storage["obs"].shape == (3, 5, 3)
+        assert np.shares_memory(storage["obs"], buffers.slots.rows["obs"])
+        row = buffers.slots.row(4, 2)
+        buffers.slots.rows["reward"][row] = 9.0
+        assert storage["reward"][1, 2] == 9.0
+    finally:
+        buffers.close()
+        buffers.arena.unlink()
+
+
+def test_params_publish_and_load_by_version():
+    model = torch.nn.Linear(3, 2)
+    n = sum(t.numel() for t in model.state_dict().values())
+    plan = BufferPlan(SlotShape(1, 1, (3,), "float32"), n_params=n, learners=1, workers=1)
+    buffers = RunBuffers.create(plan)
+    try:
+        shared: SharedParams = buffers.shared_params(0)
+        shared.publish(model, 5)
+        copy = torch.nn.Linear(3, 2)
+        assert shared.load_into(copy, -1) == 5
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), copy.state_dict().values()))
+        with torch.no_grad():
+            copy.weight.zero_()
+        assert shared.load_into(copy, 5) == 5  # same version: nothing copied
+        assert not copy.weight.any()
+    finally:
+        buffers.close()
+        buffers.arena.unlink()
