@@ -50,7 +50,7 @@ class AtariConfig:
 
 @dataclass
 class EnvConfig:
-    id: str = _f("CartPole-v1", "a gymnasium id, an ALE id (ALE/Pong-v5, PongNoFrameskip-v4) or 'package.module:factory'")
+    id: str = _f("PongNoFrameskip-v4", "a gymnasium id, an ALE id (ALE/Pong-v5, PongNoFrameskip-v4) or 'package.module:factory'")
     kwargs: dict = _f({}, "keyword arguments for gymnasium.make or the factory")
     atari: AtariConfig = _f(AtariConfig(), "Atari preprocessing")
 
@@ -96,7 +96,7 @@ class ModelConfig:
 @dataclass
 class RunConfig:
     seed: int = _f(0, "run seed; every env's stream derives from (seed, env index)", min=0)
-    total_frames: int = _f(1_000_000, "stop after this many env frames (agent steps x frame skip)", min=1)
+    total_frames: int = _f(10_000_000, "stop after this many env frames (agent steps x frame skip)", min=1)
     target_return: float = _f(float("inf"), "stop early once the mean return of recent episodes reaches this")
     dir: str = _f("runs", "parent folder of run directories")
     log_interval_s: float = _f(5.0, "seconds between metrics.jsonl lines", min_exclusive=0.0)

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from fastrl.buffers.arena import list_segments
+from fastrl.buffers.arena import list_segments, segment_owner_pid
 
 
 def _children(pid: int) -> list[int]:
@@ -39,15 +39,20 @@ def _is_fastrl_worker(pid: int) -> bool:
     return b"multiprocessing.spawn" in cmd or b"fastrl" in cmd
 
 
+def own_segments() -> list[str]:
+    """Segments created by this test process (names carry the owner pid), not by other runs."""
+    return [name for name in list_segments() if segment_owner_pid(name) == os.getpid()]
+
+
 @pytest.fixture(autouse=True)
 def no_leaks():
     """Every test must leave no shared-memory segment and no worker process behind."""
-    before = set(list_segments())
+    before = set(own_segments())
     yield
     deadline = time.monotonic() + 5
     while live_children() and time.monotonic() < deadline:
         time.sleep(0.05)
-    leaked = set(list_segments()) - before
+    leaked = set(own_segments()) - before
     assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"
     assert not live_children(), f"worker processes left alive: {live_children()}"
 

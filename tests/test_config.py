@@ -19,6 +19,13 @@ def test_shipped_configs_load(path):
     load_config(path)
 
 
+def test_default_config_is_pong_hts_as_shipped():
+    shipped = load_config(Path(__file__).parent.parent / "configs" / "pong_hts.toml")
+    default = load_config()
+    assert (default.env.id, default.engine, default.algo) == (shipped.env.id, shipped.engine, shipped.algo)
+    assert default.run.total_frames == shipped.run.total_frames
+
+
 def test_unknown_key_suggests_the_close_one():
     with pytest.raises(ConfigError, match=r"unknown config key 'engine.envz'; did you mean 'engine.envs'"):
         load_config(None, ["engine.envz=4"])

@@ -28,10 +28,8 @@ class EnvInfo:
 
 
 def _is_atari(env_id: str) -> bool:
-    try:  # TEMP until atari.py lands
-        from fastrl.envs.atari import is_atari_id
-    except ImportError:
-        return False
+    from fastrl.envs.atari import is_atari_id
+
     return is_atari_id(env_id)
 
 
@@ -47,8 +45,8 @@ def _load_factory(spec: str):
         raise UnsupportedEnvError(f"env.id = {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
 
 
-def make_env(config: EnvConfig, seed: int = 0):
-    """Build one env adapter. ``seed`` seeds emulator-internal randomness (ALE sticky actions)."""
+def make_env(config: EnvConfig):
+    """Build one env adapter; its randomness comes only from the seeds passed to ``reset``."""
     register_fastrl_envs()
     env_id = config.id
     if ":" in env_id:
@@ -59,7 +57,7 @@ def make_env(config: EnvConfig, seed: int = 0):
     if _is_atari(env_id):
         from fastrl.envs.atari import AtariEnv
 
-        return AtariEnv(env_id, config.atari, config.kwargs, seed=seed)
+        return AtariEnv(env_id, config.atari, config.kwargs)
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""

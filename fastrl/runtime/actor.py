@@ -57,7 +57,14 @@ class Actor:
         self.actions = np.empty(self.served, np.int64)
         self.logps = np.empty(self.served, np.float32)
         self.pending: list[int] = []
+        self._warm_up()
         self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).actor(index)]
+
+    @torch.inference_mode()
+    def _warm_up(self) -> None:
+        """Run the forward and the sampler once so the first real batch pays no JIT or lazy-init cost."""
+        logits, _ = forward_microbatched(self.model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch)
+        sample_from_u(logits.float().cpu().numpy(), np.zeros(1), self.actions[:1], self.logps[:1])
 
     def poll(self, timeout: float) -> bool:
         started = time.perf_counter()

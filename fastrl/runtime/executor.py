@@ -31,7 +31,7 @@ class Executor:
         self.env_ids = split(spec.envs, engine.executors)[index]
         self.local_of = {int(e): i for i, e in enumerate(self.env_ids)}
         self.actor_of = owner_of(spec.envs, engine.actors)
-        self.envs = [make_env(spec.config.env, seed=spec.config.run.seed * 1_000_003 + int(e)) for e in self.env_ids]
+        self.envs = [make_env(spec.config.env) for e in self.env_ids]
         self.rngs = [env_rng(spec.config.run.seed, int(e)) for e in self.env_ids]
         n = len(self.env_ids)
         self.row = np.zeros(n, np.int64)  # flat row of each env's current observation

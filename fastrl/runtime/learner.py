@@ -56,6 +56,13 @@ class Learner:
         self.frames_per_rollout = spec.envs * spec.steps * spec.env_info.frames_per_step
         self.checkpoint_dir = Path(spec.run_dir) / "checkpoints"
         self.finished = False
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One loss and backward on a (still zero) slot so the first update pays no JIT/lazy-init cost."""
+        loss, _ = a2c_loss(self.model, self.buffers.slots.storage(0, 1), self.algo, self.device)
+        loss.backward()
+        self.model.zero_grad(set_to_none=True)
 
     # ------------------------------------------------------------------ loop
 

@@ -24,6 +24,8 @@ def run_serial(spec: RunSpec, channels: Channels, buffers: RunBuffers, telemetry
     learner = Learner(spec, channels, buffers)
     control = buffers.control
     control.ready[:] = 1
+    if telemetry is not None:
+        telemetry.mark_ready()
     try:
         learner.start()
         while not control.is_set(Flag.COMPLETE):

@@ -115,6 +115,7 @@ class Supervisor:
         control = buffers.control
         sentinels = {p.sentinel: p for p in self.processes}
         deadline = time.monotonic() + self.config.reliability.startup_timeout_s
+        ready = False
         while not control.is_set(Flag.COMPLETE):
             self._raise_reported_error(channels)
             dead = wait(list(sentinels), timeout=WATCH_INTERVAL_S)
@@ -122,7 +123,10 @@ class Supervisor:
                 self._raise_reported_error(channels, wait_s=1.0)
                 p = sentinels[dead[0]]
                 raise RunFailed(f"worker {p.name} (pid {p.pid}) died with exit code {p.exitcode} and reported nothing")
-            if not control.ready.all() and time.monotonic() > deadline:
+            if not ready and control.ready.all():
+                ready = True
+                telemetry.mark_ready()
+            if not ready and time.monotonic() > deadline:
                 missing = [self.ids.name(i) for i in range(self.ids.total) if not control.ready[i]]
                 raise RunFailed(f"workers did not start within {self.config.reliability.startup_timeout_s}s: {missing}")
             telemetry.tick()

@@ -30,7 +30,7 @@ class Telemetry:
         self.episodes_queue = episodes
         self.returns: deque[float] = deque(maxlen=config.run.return_window)
         self.episodes = 0
-        self.started = time.monotonic()
+        self.created = self.started = time.monotonic()
         self.last_log = self.last_progress = self.started
         self.last_frames = 0.0
         self.last_timing = control.timing.copy()
@@ -38,6 +38,10 @@ class Telemetry:
         self.metrics_file = open(run_dir.metrics, "a", buffering=1)
 
     # ------------------------------------------------------------------ inputs
+
+    def mark_ready(self) -> None:
+        """Every worker is up: training time (and fps) count from here, start-up apart."""
+        self.started = self.last_log = self.last_progress = time.monotonic()
 
     def drain_episodes(self) -> None:
         while True:
@@ -112,13 +116,16 @@ class Telemetry:
         self.last_progress = now
 
     def summary(self, status: str) -> dict:
-        wall = time.monotonic() - self.started
+        now = time.monotonic()
+        train_s = now - self.started
         frames = self.frames
         return {
             "status": status,
             "frames": int(frames),
-            "wall_s": round(wall, 3),
-            "fps": round(frames / max(wall, 1e-9), 1),
+            "wall_s": round(now - self.created, 3),
+            "startup_s": round(self.started - self.created, 3),
+            "train_s": round(train_s, 3),
+            "fps": round(frames / max(train_s, 1e-9), 1),
             "final_return_mean": _finite_or_none(self.return_mean),
             "episodes": self.episodes,
             "updates": int(self.control.learner_stats[0, Stat.UPDATES]),
