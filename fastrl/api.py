@@ -30,9 +30,10 @@ def train(
     Raises ``ConfigError`` for bad input before anything starts and ``RunFailed`` when a
     fault ends the run (workers stopped, shared memory freed, checkpoint saved when possible).
     """
-    from fastrl.runtime.supervisor import Supervisor
+    from fastrl.runtime.supervisor import Supervisor, plan_run
 
     config = resolve_config(config, overrides)
+    plan = plan_run(config)  # every input check, before anything is created or started
     run = RunDir.create(config, run_dir)
     log.info("run directory %s", run.path)
-    return Supervisor(config, run).run()
+    return Supervisor(config, run, plan).run()

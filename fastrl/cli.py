@@ -30,6 +30,19 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    if args.bench == "sampling":
+        from fastrl.bench.sampling import measure
+
+        print(json.dumps(measure(args.config, args.seconds, args.policy, args.set)))
+    else:
+        from fastrl.bench.hts_speedup import measure
+
+        for row in measure(args.envs, args.alpha, args.rollouts, args.mean_s):
+            print(json.dumps(row), flush=True)
+    return 0
+
+
 def _config(args: argparse.Namespace) -> int:
     from fastrl.config import field_docs
 
@@ -47,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. engine.envs=8")
     train.add_argument("--run-dir", help="run directory (default: run.dir/<time>_<env>_<mode>)")
     train.set_defaults(func=_train)
+    bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")
+    benches = bench.add_subparsers(dest="bench", required=True)
+    from fastrl.bench import hts_speedup, sampling
+
+    sampling.add_arguments(benches.add_parser("sampling", help="engine vs raw emulator vs AtariVectorEnv"))
+    hts_speedup.add_arguments(benches.add_parser("hts-speedup", help="sync vs hts on DelayEnv (HTS-RL Claim 1)"))
+    bench.set_defaults(func=_bench)
     config = sub.add_parser("config", help="list every config key with its default and meaning")
     config.set_defaults(func=_config)
     return parser

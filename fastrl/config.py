@@ -63,6 +63,14 @@ class EngineConfig:
     actors: int = _f(1, "processes that run the policy forward", min=1)
     learners: int = _f(1, "learner processes (more than one only in gala mode)", min=1)
     rollout: int = _f(5, "steps per env per rollout (T); in hts also the barrier interval alpha", min=1)
+    inline_actors: bool = _f(
+        False,
+        "run each executor's policy forward inside the executor (engine.actors must equal engine.executors); "
+        "no queue round trip per step: best on CPU-only machines with few cores",
+    )
+    env_groups: int = _f(
+        2, "an executor announces its envs in this many groups, so stepping one overlaps inference of another", min=1
+    )
     micro_batch: int = _f(
         16, "actor forward micro-batch; a fixed size (a multiple of 8) keeps results batch-invariant", min=8, multiple_of=8
     )
@@ -75,7 +83,7 @@ class EngineConfig:
 
 @dataclass
 class AlgoConfig:
-    name: str = _f("a2c", "learning algorithm", choices=("a2c",))
+    name: str = _f("a2c", "learning algorithm; 'none' collects without learning (benchmarks)", choices=("a2c", "none"))
     lr: float = _f(7e-4, "learning rate", min_exclusive=0.0)
     optimizer: str = _f("rmsprop", "optimizer", choices=("rmsprop", "adam", "sgd"))
     eps: float = _f(1e-5, "optimizer epsilon", min_exclusive=0.0)
@@ -88,7 +96,7 @@ class AlgoConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = _f("auto", "'auto', 'mlp', 'nature', 'shallow', 'impala' or 'package.module:factory'")
+    name: str = _f("auto", "'auto', 'mlp', 'nature', 'shallow', 'impala', 'random' (uniform) or 'package.module:factory'")
     hidden: list[int] = _f([64, 64], "hidden layer sizes of the mlp")
     kwargs: dict = _f({}, "keyword arguments for a custom model factory")
 
@@ -97,6 +105,7 @@ class ModelConfig:
 class RunConfig:
     seed: int = _f(0, "run seed; every env's stream derives from (seed, env index)", min=0)
     total_frames: int = _f(10_000_000, "stop after this many env frames (agent steps x frame skip)", min=1)
+    max_seconds: float = _f(float("inf"), "stop after this many seconds of training (start-up excluded)", min_exclusive=0.0)
     target_return: float = _f(float("inf"), "stop early once the mean return of recent episodes reaches this")
     dir: str = _f("runs", "parent folder of run directories")
     log_interval_s: float = _f(5.0, "seconds between metrics.jsonl lines", min_exclusive=0.0)
@@ -261,6 +270,11 @@ def validate(config: Config) -> None:
         raise ConfigError(f"engine.executors = {engine.executors} is more than engine.envs = {engine.envs}")
     if engine.actors > engine.envs:
         raise ConfigError(f"engine.actors = {engine.actors} is more than engine.envs = {engine.envs}")
+    if engine.inline_actors and engine.actors != engine.executors:
+        raise ConfigError(
+            f"engine.inline_actors = true runs one actor inside each executor: set engine.actors = engine.executors "
+            f"(now {engine.actors} and {engine.executors})"
+        )
     if engine.mode in ("async", "gala"):
         raise ConfigError(f"engine.mode = {engine.mode!r} is not available yet; use 'sync' or 'hts'")
     if engine.learners != 1:

@@ -52,14 +52,15 @@ def test_serial_mode_gives_the_same_parameters_as_processes(tmp_path, mode):
 @pytest.mark.parametrize("mode", ["sync", "hts"])
 def test_parameters_do_not_depend_on_process_layout_or_timing(tmp_path, mode):
     """Same seed, 1 vs 2 actors, 1 vs 2 vs 4 executors, random delays: bit-identical after 20 updates."""
-    layouts = [(1, 1), (2, 1), (1, 2), (4, 2)]
+    layouts = [(1, 1, False), (2, 1, False), (1, 2, False), (4, 2, False), (2, 2, True)]
     results = []
-    for executors, actors in layouts:
+    for executors, actors, inline in layouts:
         _, run_dir = _train(
             tmp_path,
-            f"x{executors}a{actors}",
+            f"x{executors}a{actors}{'inline' if inline else ''}",
             f"engine.executors={executors}",
             f"engine.actors={actors}",
+            f"engine.inline_actors={str(inline).lower()}",
             "engine.step_delay_s=0.002",
             "run.total_frames=800",  # 20 rollouts of 8 envs x 5 steps
             mode=mode,
@@ -75,3 +76,24 @@ def test_a_different_seed_gives_different_parameters(tmp_path):
     _, a = _train(tmp_path, "a", "engine.serial=true")
     _, b = _train(tmp_path, "b", "engine.serial=true", "run.seed=1")
     assert any(not torch.equal(x, y) for x, y in zip(_params(a).values(), _params(b).values()))
+
+
+def test_collect_only_with_a_random_policy_stops_on_time(tmp_path):
+    summary, run_dir = _train(
+        tmp_path, "collect", "algo.name='none'", "model.name='random'", "run.max_seconds=1.5",
+        "run.total_frames=1_000_000_000", "engine.executors=2", "engine.actors=2", "engine.inline_actors=true",
+    )
+    assert summary["frames"] > 0 and summary["updates"] == 0
+    assert 1.5 <= summary["train_s"] < 6
+    assert sum(summary["time_split"].values()) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_pong_trains_in_processes(tmp_path):
+    summary = fastrl.train(
+        None,
+        ["engine.envs=4", "engine.executors=2", "engine.actors=1", "run.total_frames=1600", "run.progress=false",
+         f"run.dir='{tmp_path}'"],
+        run_dir=tmp_path / "pong",
+    )
+    assert summary["status"] == "complete" and summary["frames"] == 1600 and summary["env_id"] == "PongNoFrameskip-v4"
+    assert load_checkpoint(tmp_path / "pong")["updates"] > 0

@@ -46,7 +46,7 @@ def run_mode(mode: str, envs: int, alpha: int, rollouts: int, mean_s: float, var
     return {"train_s": summary["train_s"], "fps": summary["fps"]}
 
 
-def measure(envs: int = 16, alpha: int = 5, rollouts: int = 40, mean_s: float = 0.005,
+def measure(envs: int = 16, alpha: int = 10, rollouts: int = 30, mean_s: float = 0.01,
             shapes: tuple[float, ...] = (0.0, 4.0, 1.0, 0.25)) -> list[dict]:
     """One row per step-time variance; shape 0 means constant step time (no variance)."""
     rows = []
@@ -65,12 +65,16 @@ def measure(envs: int = 16, alpha: int = 5, rollouts: int = 40, mean_s: float = 
     return rows
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--envs", type=int, default=16)
+    parser.add_argument("--alpha", type=int, default=10, help="rollout length = barrier interval")
+    parser.add_argument("--rollouts", type=int, default=30)
+    parser.add_argument("--mean-s", type=float, default=0.01, help="mean env step time in seconds")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, default=16)
-    parser.add_argument("--alpha", type=int, default=5, help="rollout length = barrier interval")
-    parser.add_argument("--rollouts", type=int, default=40)
-    parser.add_argument("--mean-s", type=float, default=0.005)
+    add_arguments(parser)
     args = parser.parse_args(argv)
     for row in measure(args.envs, args.alpha, args.rollouts, args.mean_s):
         print(json.dumps(row), flush=True)

@@ -18,11 +18,12 @@ from torch import nn
 
 from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
 from fastrl.models.mlp import MLPPolicy
+from fastrl.models.uniform import UniformPolicy
 
 ModelFactory = Callable[..., nn.Module]
 
 _IMAGE_MODELS: dict[str, ModelFactory] = {"nature": NatureCNN, "shallow": ShallowCNN, "impala": ImpalaResNet}
-_BUILTIN_NAMES = ("auto", "mlp", *_IMAGE_MODELS)
+_BUILTIN_NAMES = ("auto", "mlp", "random", *_IMAGE_MODELS)
 _registered: dict[str, ModelFactory] = {}
 
 
@@ -76,6 +77,8 @@ def build_model(
         resolved = "nature" if len(shape) == 3 else "mlp"
     if resolved == "mlp":
         model = _build_builtin(name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw}, "hidden")
+    elif resolved == "random":
+        model = UniformPolicy(shape, n_actions)
     elif resolved in _IMAGE_MODELS:
         if len(shape) != 3:
             raise ValueError(f"model {name!r} is an image model and needs a 3-D observation [C, H, W]; "

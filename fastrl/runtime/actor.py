@@ -45,6 +45,7 @@ class Actor:
         self.device = resolve_device(engine.device)
         self.micro_batch = engine.micro_batch
         self.model = build_policy(spec).to(self.device).eval()
+        self.reads_observations = getattr(self.model, "reads_observations", True)
         self.params = buffers.shared_params(0)
         self.version = -1
         rows = buffers.slots.rows
@@ -86,7 +87,8 @@ class Actor:
         rows, envs = np.divmod(messages, self.envs_total)
         n = len(rows)
         obs = self.obs_batch[:n]
-        np.take(self.obs, rows, axis=0, out=obs.numpy())
+        if self.reads_observations:
+            np.take(self.obs, rows, axis=0, out=obs.numpy())
         self.version = self.params.load_into(self.model, self.version)
         logits, value = forward_microbatched(self.model, obs.to(self.device, non_blocking=True), self.micro_batch)
         actions, logps = sample_from_u(logits.float().cpu().numpy(), self.u[rows], self.actions[:n], self.logps[:n])

@@ -43,6 +43,8 @@ class Executor:
         self.done, self.u = rows["done"], rows["u"]
         self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).executor(index)]
         self.step_delay_s = engine.step_delay_s
+        self.group_size = max(1, -(-n // engine.env_groups))
+        self.pending_requests = 0
 
     def poll(self, timeout: float) -> bool:
         """Handle every message waiting in the inbox; ``timeout`` 0 never blocks (serial mode)."""
@@ -62,20 +64,31 @@ class Executor:
                 self._start_rollout(decode_go(message), requests)
             else:
                 self._step(self.local_of[message], requests, finished, episodes)
-        for actor, batch in requests.items():
-            self.channels.requests[actor].put_many(batch, timeout=self.spec.config.reliability.queue_timeout_s)
+                if self.pending_requests >= self.group_size:
+                    self._flush(requests)  # the actor works on this group while we step the next
+        self._flush(requests)
+        timeout = self.spec.config.reliability.queue_timeout_s
         if finished:
-            self.channels.rollout_done.put_many(finished, timeout=self.spec.config.reliability.queue_timeout_s)
+            self.channels.rollout_done.put_many(finished, timeout=timeout)
         if episodes:
-            self.channels.episodes.put_many(episodes, timeout=self.spec.config.reliability.queue_timeout_s)
+            self.channels.episodes.put_many(episodes, timeout=timeout)
         self.timing[Clock.ENV] += time.perf_counter() - begun
         return True
+
+    def _flush(self, requests: dict[int, list[int]]) -> None:
+        timeout = self.spec.config.reliability.queue_timeout_s
+        for actor, batch in requests.items():
+            if batch:
+                self.channels.requests[actor].put_many(batch, timeout=timeout)
+                batch.clear()
+        self.pending_requests = 0
 
     def _announce(self, i: int, row: int, requests: dict[int, list[int]]) -> None:
         self.u[row] = self.rngs[i].random()
         self.row[i] = row
         env = int(self.env_ids[i])
         requests.setdefault(int(self.actor_of[env]), []).append(encode_request(env, row, self.envs_total))
+        self.pending_requests += 1
 
     def _start_rollout(self, rollout: int, requests: dict[int, list[int]]) -> None:
         for i, env in enumerate(self.env_ids):

@@ -95,7 +95,11 @@ class Learner:
         self._check_versions(storage, j)
         frames = (j + 1) * self.frames_per_rollout
         last = frames >= self.spec.config.run.total_frames or self.control.is_set(Flag.FINISH)
-        if self.mode.overlap:
+        if self.algo.name == "none":  # collect only: same barriers and versions, no update
+            self.version += 1
+            if not last:
+                self._publish_and_go(self.version)
+        elif self.mode.overlap:
             self.behaviour.load_state_dict(self.model.state_dict())  # θ_j, before it moves on
             if self.pending_grads is not None:
                 self._apply(self.pending_grads, data_version=j - 1)

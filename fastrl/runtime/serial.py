@@ -34,7 +34,7 @@ def run_serial(spec: RunSpec, channels: Channels, buffers: RunBuffers, telemetry
             learner.poll(0)
             if telemetry is not None:
                 telemetry.tick()
-                if telemetry.target_reached():
+                if telemetry.target_reached() or telemetry.time_is_up():
                     control.set(Flag.FINISH)
     finally:
         for component in (*executors, *actors, learner):

@@ -15,11 +15,12 @@ from multiprocessing.connection import wait
 from queue import Empty
 
 from fastrl.buffers import BufferPlan, RunBuffers
-from fastrl.buffers.arena import check_space
+from fastrl.buffers.arena import ShmSpaceError, check_space
 from fastrl.buffers.control import Flag
 from fastrl.buffers.slots import SlotShape
-from fastrl.config import Config
-from fastrl.envs import probe_env
+from fastrl.config import Config, ConfigError
+from fastrl.envs import EnvInfo, probe_env
+from fastrl.modes import get_mode
 from fastrl.run_dir import RunDir
 from fastrl.runtime.channels import Channels
 from fastrl.runtime.spec import RunSpec, WorkerIds
@@ -39,33 +40,46 @@ class Interrupted(Exception):
     signal_name: str = "SIGINT"
 
 
-def plan_run(config: Config) -> tuple[BufferPlan, "EnvInfo"]:  # noqa: F821
-    """Validate the env and model and size every buffer, before anything is started."""
+@dataclass(frozen=True)
+class RunPlan:
+    buffers: BufferPlan
+    env_info: EnvInfo
+
+
+def plan_run(config: Config) -> RunPlan:
+    """Validate the env and the model and size every buffer, before anything is started.
+
+    Problems with the user's env or model are ``ConfigError``s: bad input, not a crash.
+    """
     from fastrl.buffers.params import count_parameters
     from fastrl.runtime.actor import build_policy
 
-    info = probe_env(config.env)
     engine = config.engine
-    from fastrl.modes import get_mode
-
-    mode = get_mode(engine.mode)
-    shape = SlotShape(engine.envs * mode.storages, engine.rollout, info.obs_shape, info.obs_dtype)
-    probe = RunSpec(config, None, None, info, "")  # type: ignore[arg-type]
-    n_params = count_parameters(build_policy(probe))
+    try:
+        info = probe_env(config.env)
+        probe = RunSpec(config, None, None, info, "")  # type: ignore[arg-type]
+        n_params = count_parameters(build_policy(probe))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    shape = SlotShape(engine.envs * get_mode(engine.mode).storages, engine.rollout, info.obs_shape, info.obs_dtype)
     ids = WorkerIds(engine.executors, engine.actors, engine.learners)
-    return BufferPlan(shape, n_params, engine.learners, ids.total), info
+    plan = BufferPlan(shape, n_params, engine.learners, ids.total)
+    try:
+        check_space(plan.layout().nbytes)
+    except ShmSpaceError as exc:
+        raise ConfigError(str(exc)) from None
+    return RunPlan(plan, info)
 
 
 class Supervisor:
-    def __init__(self, config: Config, run_dir: RunDir):
-        self.config, self.run_dir = config, run_dir
+    def __init__(self, config: Config, run_dir: RunDir, plan: RunPlan):
+        self.config, self.run_dir, self.plan = config, run_dir, plan
         engine = config.engine
         self.ids = WorkerIds(engine.executors, engine.actors, engine.learners)
         self.processes: list[mp.Process] = []
 
     def run(self) -> dict:
-        plan, info = plan_run(self.config)
-        check_space(plan.layout().nbytes)
+        plan, info = self.plan.buffers, self.plan.env_info
         buffers = RunBuffers.create(plan)
         channels = Channels.create(self.config.engine.actors, self.config.engine.executors)
         spec = RunSpec(self.config, plan, buffers.spec, info, str(self.run_dir.path))
@@ -79,6 +93,7 @@ class Supervisor:
             else:
                 self._start_workers(spec, channels)
                 self._watch(buffers, channels, telemetry)
+            telemetry.mark_finished()
             status = "complete"
         except (KeyboardInterrupt, Interrupted):
             status = "interrupted"
@@ -103,7 +118,9 @@ class Supervisor:
         ctx = mp.get_context("spawn")
         engine = self.config.engine
         roles = [("executor", i) for i in range(engine.executors)]
-        roles += [("actor", i) for i in range(engine.actors)] + [("learner", i) for i in range(engine.learners)]
+        if not engine.inline_actors:
+            roles += [("actor", i) for i in range(engine.actors)]
+        roles += [("learner", i) for i in range(engine.learners)]
         for role, index in roles:
             p = ctx.Process(
                 target=worker_main, args=(role, index, spec, channels, os.getpid()), name=f"fastrl-{role}-{index}", daemon=True
@@ -130,7 +147,7 @@ class Supervisor:
                 missing = [self.ids.name(i) for i in range(self.ids.total) if not control.ready[i]]
                 raise RunFailed(f"workers did not start within {self.config.reliability.startup_timeout_s}s: {missing}")
             telemetry.tick()
-            if telemetry.target_reached():
+            if ready and (telemetry.target_reached() or telemetry.time_is_up()):
                 control.set(Flag.FINISH)
 
     @staticmethod

@@ -30,14 +30,33 @@ def _die_with_parent() -> None:
         pass
 
 
+class InlinePair:
+    """An executor and the actor serving its envs in one process: no cross-process round trip per step."""
+
+    def __init__(self, executor, actor):
+        self.executor, self.actor = executor, actor
+
+    def poll(self, timeout: float) -> bool:
+        did = self.executor.poll(0)
+        did = self.actor.poll(0) or did
+        return did or self.executor.poll(timeout)  # idle: block until the learner's next "go"
+
+    def close(self) -> None:
+        self.executor.close()
+        self.actor.close()
+
+
 def build_component(role: str, index: int, spec: RunSpec, channels: Channels, buffers: RunBuffers):
+    engine = spec.config.engine
     if role == "executor":
         from fastrl.runtime.executor import Executor
 
-        return Executor(spec, channels, buffers, index)
+        executor = Executor(spec, channels, buffers, index)
+        if not engine.inline_actors:
+            return executor
+        return InlinePair(executor, build_component("actor", index, spec, channels, buffers))
     import torch
 
-    engine = spec.config.engine
     torch.set_num_threads(engine.actor_threads if role == "actor" else engine.learner_threads)
     if role == "actor":
         from fastrl.runtime.actor import Actor
@@ -64,6 +83,8 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
         control = buffers.control
         control.beat(worker)
         control.ready[worker] = 1
+        if role == "executor" and engine.inline_actors:
+            control.ready[ids.actor(index)] = 1
         if role == "learner":
             component.start()
         beats = 0

@@ -31,9 +31,10 @@ class Telemetry:
         self.returns: deque[float] = deque(maxlen=config.run.return_window)
         self.episodes = 0
         self.created = self.started = time.monotonic()
+        self.finished_at: float | None = None
         self.last_log = self.last_progress = self.started
         self.last_frames = 0.0
-        self.last_timing = control.timing.copy()
+        self.ready_timing = self.last_timing = control.timing.copy()
         self.progress = config.run.progress and sys.stderr.isatty()
         self.metrics_file = open(run_dir.metrics, "a", buffering=1)
 
@@ -42,6 +43,7 @@ class Telemetry:
     def mark_ready(self) -> None:
         """Every worker is up: training time (and fps) count from here, start-up apart."""
         self.started = self.last_log = self.last_progress = time.monotonic()
+        self.ready_timing = self.last_timing = self.control.timing.copy()
 
     def drain_episodes(self) -> None:
         while True:
@@ -61,6 +63,14 @@ class Telemetry:
     def frames(self) -> float:
         return float(self.control.learner_stats[:, Stat.FRAMES].sum())
 
+    def mark_finished(self) -> None:
+        """Training is over: wall time and fps stop here, before workers are torn down."""
+        if self.finished_at is None:
+            self.finished_at = time.monotonic()
+
+    def time_is_up(self) -> bool:
+        return time.monotonic() - self.started >= self.config.run.max_seconds
+
     def target_reached(self) -> bool:
         window_full = len(self.returns) >= min(self.config.run.return_window, 10)
         return window_full and self.return_mean >= self.config.run.target_return
@@ -75,9 +85,9 @@ class Telemetry:
         if self.progress and now - self.last_progress >= PROGRESS_INTERVAL_S:
             self._progress_line(now)
 
-    def _time_split(self) -> dict[str, float]:
-        timing = self.control.timing.copy()
-        delta, self.last_timing = timing - self.last_timing, timing
+    def _time_split(self, since: np.ndarray) -> dict[str, float]:
+        """Share of all workers' time spent on each kind of work since the ``since`` snapshot."""
+        delta = self.control.timing - since
         total = max(delta.sum(), 1e-9)
         return {clock.name.lower(): round(float(delta[:, clock].sum() / total), 4) for clock in Clock}
 
@@ -99,8 +109,9 @@ class Telemetry:
             "grad_norm": float(stats[Stat.GRAD_NORM]),
             "policy_lag_mean": float(stats[Stat.LAG_MEAN]),
             "policy_lag_max": float(stats[Stat.LAG_MAX]),
-            "time_split": self._time_split(),
+            "time_split": self._time_split(self.last_timing),
         }
+        self.last_timing = self.control.timing.copy()
         self.metrics_file.write(json.dumps(line) + "\n")
         self.last_log, self.last_frames = now, frames
 
@@ -117,7 +128,7 @@ class Telemetry:
 
     def summary(self, status: str) -> dict:
         now = time.monotonic()
-        train_s = now - self.started
+        train_s = (self.finished_at or now) - self.started
         frames = self.frames
         return {
             "status": status,
@@ -129,6 +140,7 @@ class Telemetry:
             "final_return_mean": _finite_or_none(self.return_mean),
             "episodes": self.episodes,
             "updates": int(self.control.learner_stats[0, Stat.UPDATES]),
+            "time_split": self._time_split(self.ready_timing),
             "env_id": self.config.env.id,
             "mode": self.config.engine.mode,
         }

@@ -1,0 +1,141 @@
+"""Reference Atari stepping speeds, random actions, no network:
+
+- ``raw_emulator_fps``: one bare ``ale_py.ALEInterface`` loop per core (the physical limit):
+  per agent step 4 ``act`` calls and one ``getScreenGrayscale`` into a preallocated buffer.
+- ``atari_vector_env_fps``: ale-py's ``AtariVectorEnv`` (C++ threads) with the standard
+  preprocessing: frame skip 4 with max-pool, 84x84 gray, 4-stack, 30 no-op starts, no sticky
+  actions.
+
+frames/s counts emulator frames (4 x agent steps). ``python bench/raw_ale.py`` prints one JSON line.
+The sampling benchmark (``fastrl bench sampling``) runs both in the same invocation as fastrl.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import time
+
+import numpy as np
+
+FRAME_SKIP = 4
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _raw_worker(game: str, seconds: float, seed: int, barrier, results) -> None:
+    from ale_py import ALEInterface, LoggerMode, roms
+
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.setFloat("repeat_action_probability", 0.0)
+    ale.loadROM(str(roms.get_rom_path(game)))
+    ale.reset_game()
+    actions = [a.value for a in ale.getMinimalActionSet()]
+    plan = np.random.default_rng(seed).integers(len(actions), size=4096)
+    todo = [actions[i] for i in plan]
+    screen = np.empty(ale.getScreenDims(), np.uint8)
+    barrier.wait(timeout=120)
+    start = time.perf_counter()
+    deadline = start + seconds
+    frames = steps = 0
+    while True:
+        action = todo[steps & 4095]
+        for _ in range(FRAME_SKIP):
+            ale.act(action)
+        ale.getScreenGrayscale(screen)
+        frames += FRAME_SKIP
+        steps += 1
+        if ale.game_over():
+            ale.reset_game()
+        if steps & 63 == 0 and time.perf_counter() >= deadline:
+            break
+    results.put((frames, time.perf_counter() - start))
+
+
+def raw_emulator_fps(game: str = "pong", seconds: float = 5.0, processes: int | None = None) -> dict:
+    """Emulator frames/s summed over ``processes`` (default: one per usable core) bare ALE loops."""
+    processes = processes or _cores()
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    procs = [
+        ctx.Process(target=_raw_worker, args=(game, seconds, i, barrier, results), daemon=True)
+        for i in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        per_process = [results.get(timeout=seconds + 120) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+    fps = [frames / elapsed for frames, elapsed in per_process]
+    return {
+        "engine": "raw ALEInterface",
+        "game": game,
+        "processes": processes,
+        "seconds": seconds,
+        "frames": sum(f for f, _ in per_process),
+        "fps": sum(fps),
+        "fps_per_process": fps,
+    }
+
+
+def atari_vector_env_fps(
+    game: str = "pong", num_envs: int = 16, seconds: float = 5.0, batch_size: int | None = None
+) -> dict:
+    """Frames/s of ale-py's AtariVectorEnv; ``batch_size`` < ``num_envs`` runs it asynchronously."""
+    from ale_py import AtariVectorEnv
+
+    batch = batch_size or num_envs
+    env = AtariVectorEnv(
+        game, num_envs, batch_size=batch, frameskip=FRAME_SKIP, img_height=84, img_width=84, stack_num=4,
+        grayscale=True, maxpool=True, noop_max=30, repeat_action_probability=0.0,
+    )
+    try:
+        rng = np.random.default_rng(0)
+        n_actions = env.single_action_space.n
+        plan = rng.integers(n_actions, size=(256, batch)).astype(np.int32)
+        env.reset(seed=0)
+        start = time.perf_counter()
+        deadline = start + seconds
+        steps = 0
+        while time.perf_counter() < deadline:
+            env.step(plan[steps & 255])
+            steps += 1
+        elapsed = time.perf_counter() - start
+    finally:
+        env.close()
+    frames = steps * batch * FRAME_SKIP
+    return {
+        "engine": "ale-py AtariVectorEnv",
+        "game": game,
+        "num_envs": num_envs,
+        "batch_size": batch,
+        "seconds": seconds,
+        "frames": frames,
+        "fps": frames / elapsed,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--game", default="pong")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--processes", type=int, default=None)
+    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=None)
+    args = parser.parse_args(argv)
+    raw = raw_emulator_fps(args.game, args.seconds, args.processes)
+    vec = atari_vector_env_fps(args.game, args.num_envs, args.seconds, args.batch_size)
+    vec["of_raw"] = vec["fps"] / raw["fps"]
+    print(json.dumps({"raw_emulator": raw, "atari_vector_env": vec}))
+
+
+if __name__ == "__main__":
+    main()

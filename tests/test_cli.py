@@ -1,0 +1,35 @@
+import json
+import subprocess
+import sys
+
+
+def fastrl(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fastrl.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=240)
+
+
+def test_bad_key_is_exit_2_with_a_suggestion():
+    result = fastrl("train", "--set", "engine.envz=4")
+    assert result.returncode == 2
+    assert "unknown config key 'engine.envz'; did you mean 'engine.envs'" in result.stderr
+
+
+def test_unknown_env_id_is_exit_2_before_anything_starts(tmp_path):
+    result = fastrl("train", "--set", "env.id='CartPol-v1'", "--set", f"run.dir='{tmp_path}'")
+    assert result.returncode == 2
+    assert "'CartPol-v1' is not a registered gymnasium env; did you mean 'CartPole-v1'" in result.stderr
+
+
+def test_config_lists_every_key():
+    result = fastrl("config")
+    assert result.returncode == 0
+    assert "engine.mode" in result.stdout and "run.total_frames" in result.stdout
+
+
+def test_train_prints_the_summary_and_writes_the_run_dir(tmp_path):
+    run_dir = tmp_path / "run"
+    result = fastrl("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=400", "--set", "engine.serial=true",
+                    "--run-dir", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["frames"] == 400
+    assert (run_dir / "checkpoints" / "latest.pt").is_file()
