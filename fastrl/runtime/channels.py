@@ -17,6 +17,19 @@ from faster_fifo import Queue
 QUEUE_BYTES = 4 * 1024 * 1024
 
 
+def _int_dumps(message: int) -> bytes:
+    return message.to_bytes(8, "little", signed=True)
+
+
+def _int_loads(data) -> int:
+    return int.from_bytes(data, "little", signed=True)
+
+
+def int_queue() -> Queue:
+    """A queue of ints as 8 raw bytes each: half the cost of pickling them (measured)."""
+    return Queue(QUEUE_BYTES, loads=_int_loads, dumps=_int_dumps)
+
+
 def encode_request(env: int, row: int, envs: int) -> int:
     return row * envs + env
 
@@ -46,9 +59,9 @@ class Channels:
     @classmethod
     def create(cls, actors: int, executors: int) -> "Channels":
         return cls(
-            requests=[Queue(QUEUE_BYTES) for _ in range(actors)],
-            inboxes=[Queue(QUEUE_BYTES) for _ in range(executors)],
-            rollout_done=Queue(QUEUE_BYTES),
+            requests=[int_queue() for _ in range(actors)],
+            inboxes=[int_queue() for _ in range(executors)],
+            rollout_done=int_queue(),
             episodes=Queue(QUEUE_BYTES),
             errors=Queue(QUEUE_BYTES),
         )
