@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 import types
 import typing
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 MODES = ("sync", "hts", "async", "gala")
+INT64_MAX = 2**63 - 1
 
 
 class ConfigError(ValueError):
@@ -34,9 +36,9 @@ def _f(default: Any, doc: str, **rules: Any) -> Any:
 class AtariConfig:
     """The Atari preprocessing protocol (used only for ALE env ids)."""
 
-    frame_skip: int = _f(4, "emulator frames per agent step; the last two are max-pooled", min=1)
-    size: int = _f(84, "observations are size x size grayscale, area-resized", min=8)
-    stack: int = _f(4, "number of stacked frames in one observation", min=1)
+    frame_skip: int = _f(4, "emulator frames per agent step; the last two are max-pooled", min=1, max=1000)
+    size: int = _f(84, "observations are size x size grayscale, area-resized", min=8, max=1024)
+    stack: int = _f(4, "number of stacked frames in one observation", min=1, max=64)
     noop_max: int = _f(30, "up to this many no-op actions after each reset (0 disables)", min=0)
     fire_reset: bool = _f(True, "press FIRE after reset in games whose action set has FIRE")
     episodic_life: bool = _f(False, "a lost life ends the episode for learning (not for the score)")
@@ -53,16 +55,22 @@ class EnvConfig:
     id: str = _f("PongNoFrameskip-v4", "a gymnasium id, an ALE id (ALE/Pong-v5, PongNoFrameskip-v4) or 'package.module:factory'")
     kwargs: dict = _f({}, "keyword arguments for gymnasium.make or the factory")
     atari: AtariConfig = _f(AtariConfig(), "Atari preprocessing")
+    on_error: str = _f(
+        "raise",
+        "an exception (or an invalid observation/reward) from an env: 'raise' ends the run naming the env; "
+        "'reset' resets that env, ends its partial episode (done, no bootstrap across it), counts it and goes on",
+        choices=("raise", "reset"),
+    )
 
 
 @dataclass
 class EngineConfig:
     mode: str = _f("hts", "how rollout and learning interleave", choices=MODES)
-    envs: int = _f(16, "total number of environments", min=1)
+    envs: int = _f(16, "total number of environments", min=1, max=1 << 20)
     executors: int = _f(1, "processes that step the envs (envs are split evenly)", min=1)
     actors: int = _f(1, "processes that run the policy forward", min=1)
     learners: int = _f(1, "learner processes (more than one only in gala mode)", min=1)
-    rollout: int = _f(5, "steps per env per rollout (T); in hts also the barrier interval alpha", min=1)
+    rollout: int = _f(5, "steps per env per rollout (T); in hts also the barrier interval alpha", min=1, max=1 << 20)
     inline_actors: bool = _f(
         False,
         "run each executor's policy forward inside the executor (engine.actors must equal engine.executors); "
@@ -72,11 +80,15 @@ class EngineConfig:
         2, "an executor announces its envs in this many groups, so stepping one overlaps inference of another", min=1
     )
     micro_batch: int = _f(
-        16, "actor forward micro-batch; a fixed size (a multiple of 8) keeps results batch-invariant", min=8, multiple_of=8
+        16,
+        "actor forward micro-batch; a fixed size (a multiple of 8) keeps results batch-invariant",
+        min=8,
+        max=1 << 16,
+        multiple_of=8,
     )
     serial: bool = _f(False, "run executors, actors and learner in this one process (debugging, profiling)")
-    actor_threads: int = _f(1, "torch threads per actor process", min=1)
-    learner_threads: int = _f(1, "torch threads in the learner", min=1)
+    actor_threads: int = _f(1, "torch threads per actor process", min=1, max=1024)
+    learner_threads: int = _f(1, "torch threads in the learner", min=1, max=1024)
     device: str = _f("cpu", "device for actors and learner", choices=("cpu", "cuda", "auto"))
     step_delay_s: float = _f(0.0, "testing: max random sleep injected after each env step", min=0.0)
 
@@ -97,7 +109,7 @@ class AlgoConfig:
 @dataclass
 class ModelConfig:
     name: str = _f("auto", "'auto', 'mlp', 'nature', 'shallow', 'impala', 'random' (uniform) or 'package.module:factory'")
-    hidden: list[int] = _f([64, 64], "hidden layer sizes of the mlp")
+    hidden: list[int] = _f([64, 64], "hidden layer sizes of the mlp", item_range=(1, 1 << 16))
     kwargs: dict = _f({}, "keyword arguments for a custom model factory")
 
 
@@ -105,18 +117,36 @@ class ModelConfig:
 class RunConfig:
     seed: int = _f(0, "run seed; every env's stream derives from (seed, env index)", min=0)
     total_frames: int = _f(10_000_000, "stop after this many env frames (agent steps x frame skip)", min=1)
-    max_seconds: float = _f(float("inf"), "stop after this many seconds of training (start-up excluded)", min_exclusive=0.0)
-    target_return: float = _f(float("inf"), "stop early once the mean return of recent episodes reaches this")
+    max_seconds: float = _f(
+        float("inf"), "stop after this many seconds of training (start-up excluded)", min_exclusive=0.0, allow_inf=True
+    )
+    target_return: float = _f(
+        float("inf"), "stop early once the mean return of recent episodes reaches this", allow_inf=True
+    )
     dir: str = _f("runs", "parent folder of run directories")
     log_interval_s: float = _f(5.0, "seconds between metrics.jsonl lines", min_exclusive=0.0)
     progress: bool = _f(True, "show a live one-line progress display")
     return_window: int = _f(100, "episodes averaged for the logged mean return", min=1)
+    checkpoint_interval_s: float = _f(
+        600.0, "seconds between periodic checkpoints (taken at the next rollout barrier; inf disables)",
+        min_exclusive=0.0, allow_inf=True,
+    )
+    checkpoint_interval_frames: int = _f(0, "env frames between periodic checkpoints (0 disables)", min=0)
+    keep_checkpoints: int = _f(3, "numbered checkpoints kept in RUN_DIR/checkpoints besides latest.pt", min=1)
 
 
 @dataclass
 class ReliabilityConfig:
     queue_timeout_s: float = _f(10.0, "a queue operation taking longer than this is a fault", min_exclusive=0.0)
     startup_timeout_s: float = _f(120.0, "workers must be ready within this", min_exclusive=0.0)
+    watchdog_s: float = _f(
+        60.0, "a worker without a heartbeat for this long (a hung env step, a wedged queue) ends the run; inf disables",
+        min_exclusive=0.0, allow_inf=True,
+    )
+    shutdown_timeout_s: float = _f(
+        30.0, "on Ctrl-C/SIGTERM or a fault: how long to wait for the next barrier and the learner's checkpoint",
+        min_exclusive=0.0,
+    )
 
 
 @dataclass
@@ -126,7 +156,7 @@ class Config:
     algo: AlgoConfig = _f(AlgoConfig(), "learning algorithm")
     model: ModelConfig = _f(ModelConfig(), "policy network")
     run: RunConfig = _f(RunConfig(), "seed, budget, logging")
-    reliability: ReliabilityConfig = _f(ReliabilityConfig(), "timeouts")
+    reliability: ReliabilityConfig = _f(ReliabilityConfig(), "timeouts and the watchdog")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -163,15 +193,56 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key} = {value!r}: expected a table")
         return dict(value)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > INT64_MAX:
+            raise ConfigError(f"{key} = {value!r}: out of range")
         return float(value)
     if tp in (int, float, str, bool):
         if type(value) is not tp:
             raise ConfigError(f"{key} = {value!r}: expected {_type_name(tp)}, got {type(value).__name__}")
+        if tp is int and not -INT64_MAX <= value <= INT64_MAX:
+            raise ConfigError(f"{key} = {value}: out of range (a 64-bit integer)")
+        if tp is str:
+            _check_text(value, key)
         return value
     raise ConfigError(f"{key}: unsupported annotation {tp}")
 
 
+def _check_text(value: str, key: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{key} = {value!r}: not valid Unicode text") from None
+
+
+def _check_toml_value(value: Any, key: str) -> None:
+    """Free-form tables (``kwargs``) must hold what a TOML file can: the run dir's config.toml repeats the run."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ConfigError(f"{key}: keys must be strings, got {k!r}")
+            _check_text(k, key)
+            _check_toml_value(v, f"{key}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_toml_value(v, f"{key}[{i}]")
+    elif not isinstance(value, (bool, int, float, str)):
+        raise ConfigError(f"{key} = {value!r}: only strings, numbers, booleans, lists and tables are allowed")
+    elif isinstance(value, int) and not -INT64_MAX <= value <= INT64_MAX:
+        raise ConfigError(f"{key} = {value}: out of range (a 64-bit integer)")
+    elif isinstance(value, str):
+        _check_text(value, key)
+
+
 def _check_rules(value: Any, meta: dict, key: str) -> None:
+    if isinstance(value, float) and (math.isnan(value) or (math.isinf(value) and not meta.get("allow_inf"))):
+        raise ConfigError(f"{key} = {value!r}: must be a finite number")
+    if isinstance(value, dict):
+        _check_toml_value(value, key)
+    if isinstance(value, list) and "item_range" in meta:
+        low, high = meta["item_range"]
+        for i, item in enumerate(value):
+            if not low <= item <= high:
+                raise ConfigError(f"{key}[{i}] = {item!r}: must be between {low} and {high}")
     allowed = meta.get("choices")
     if allowed is not None and value not in allowed:
         raise ConfigError(f"{key} = {value!r}: allowed values are {', '.join(map(repr, allowed))}")
@@ -257,7 +328,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         if not path.is_file():
             raise ConfigError(f"config file {str(path)!r} does not exist")
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     return config_from_dict(apply_overrides(data, overrides))

@@ -18,13 +18,31 @@ def _toml_value(value) -> str:
         if math.isnan(value):
             return "nan"
         return repr(value)
-    if isinstance(value, (int, str)):
-        return json.dumps(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _toml_string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_toml_string(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
     raise TypeError(f"cannot write {value!r} as TOML")
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: control characters escaped, everything else (any Unicode) as is."""
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def to_toml(data: dict, prefix: str = "") -> str:
@@ -56,7 +74,7 @@ class RunDir:
     def create(cls, config: Config, path: str | Path | None = None) -> "RunDir":
         run = cls(path or default_run_dir(config))
         (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
-        (run.path / "config.toml").write_text(to_toml(config.to_dict()))
+        (run.path / "config.toml").write_text(to_toml(config.to_dict()), encoding="utf-8")
         return run
 
     @property
