@@ -243,5 +243,32 @@ class AtariEnv:
         reward = float((raw > 0) - (raw < 0)) if self.config.clip_rewards else float(raw)
         return reward, float(raw), done, episode_over
 
+    def probe(self, seed: int = 0) -> None:
+        """One reset and step on a scratch buffer at start: compiles (or loads) the frame kernels in
+        the main process, before the executors need them."""
+        out = np.zeros(self.obs_shape, self.obs_dtype)
+        self.reset(seed, out)
+        self.step(0, out, out.copy())
+
+    def get_state(self) -> dict:
+        """The emulator (ALE's cloneState) and this adapter's own sticky-action stream and counters."""
+        return {
+            "ale": self._ale.cloneState(),
+            "rng": self._rng.bit_generator.state,
+            "u": self._u.copy(),
+            "u_pos": self._u_pos,
+            "last_action": self._last_action,
+            "lives": self._lives,
+            "frames": self._frames,
+        }
+
+    def set_state(self, state: dict) -> None:
+        self._ale.restoreState(state["ale"])
+        self._rng = np.random.default_rng()
+        self._rng.bit_generator.state = state["rng"]
+        self._u[:] = state["u"]
+        self._u_pos, self._last_action = state["u_pos"], state["last_action"]
+        self._lives, self._frames = state["lives"], state["frames"]
+
     def close(self) -> None:
         self._ale = None

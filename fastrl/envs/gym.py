@@ -1,12 +1,28 @@
-"""Any gymnasium env behind the executor's adapter protocol (see base.py)."""
+"""Any gymnasium env behind the executor's adapter protocol (see base.py).
+
+A user's env is checked against its declared spaces: fully once at start (``probe``, before
+any worker exists), cheaply on every step (shape, a float observation never truncated into an
+integer buffer, finite values, a scalar finite reward). A violation is an ``EnvOutputError``;
+the executor adds which env, step and action it was.
+"""
 from __future__ import annotations
+
+import logging
+import math
+import pickle
 
 import gymnasium as gym
 import numpy as np
 
+log = logging.getLogger(__name__)
+
 
 class UnsupportedEnvError(ValueError):
     pass
+
+
+class EnvOutputError(ValueError):
+    """An observation or reward that the env's declared spaces do not allow."""
 
 
 def check_spaces(env_id: str, env: gym.Env) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -36,25 +52,77 @@ class GymEnv:
         self.env_id = env_id
         self.env = env
         self.obs_shape, self.obs_dtype, self.n_actions = check_spaces(env_id, env)
+        self.action_start = int(env.action_space.start)  # Discrete(n, start=s): fastrl's action a is s + a
+        self.float_obs = self.obs_dtype.kind == "f"
+
+    # ---------------------------------------------------------------- checks
 
     def _write(self, obs, out: np.ndarray) -> None:
-        obs = np.asarray(obs)
+        """The cheap per-step check, then the copy into the trajectory row."""
+        if type(obs) is not np.ndarray:
+            obs = np.asarray(obs)
         if obs.shape != out.shape:
-            raise ValueError(
-                f"env {self.env_id!r} returned an observation of shape {obs.shape}; its space declares {out.shape}"
-            )
+            raise EnvOutputError(f"observation of shape {obs.shape}; the observation space declares {out.shape}")
+        if obs.dtype.kind not in "fiub" or (obs.dtype.kind == "f" and not self.float_obs):
+            raise EnvOutputError(f"observation of dtype {obs.dtype}; the observation space declares {self.obs_dtype}")
         out[...] = obs
+        if self.float_obs and not np.isfinite(out).all():
+            raise EnvOutputError(f"a non-finite observation value ({_first_bad(out)})")
+
+    @staticmethod
+    def _reward(reward) -> float:
+        if type(reward) is not float:
+            if np.ndim(reward) != 0:
+                raise EnvOutputError(f"a reward of shape {np.shape(reward)}; expected a scalar")
+            reward = float(reward)
+        if not math.isfinite(reward):
+            raise EnvOutputError(f"a non-finite reward ({reward})")
+        return reward
+
+    def probe(self, seed: int = 0) -> None:
+        """The full check at start, on a scratch buffer: reset, one step, declared dtype and bounds."""
+        out = np.zeros(self.obs_shape, self.obs_dtype)
+        obs, _ = self.env.reset(seed=seed)
+        self._check_declared(obs, "reset")
+        self._write(obs, out)
+        obs, reward, *_ = self.env.step(self.action_start)
+        self._check_declared(obs, "the first step")
+        self._write(obs, out)
+        self._reward(reward)
+
+    def _check_declared(self, obs, where: str) -> None:
+        space = self.env.observation_space
+        obs = np.asarray(obs)
+        if obs.dtype != space.dtype:
+            log.warning("env %r: %s returned dtype %s, its space declares %s", self.env_id, where, obs.dtype, space.dtype)
+        elif obs.shape == space.shape and not space.contains(obs):
+            log.warning("env %r: %s returned an observation outside its declared bounds", self.env_id, where)
+
+    # ---------------------------------------------------------------- adapter protocol
 
     def reset(self, seed: int, out: np.ndarray) -> None:
         obs, _ = self.env.reset(seed=seed)
         self._write(obs, out)
 
     def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, bool, bool]:
-        obs, reward, terminated, truncated, _ = self.env.step(action)
+        obs, reward, terminated, truncated, _ = self.env.step(action + self.action_start)
         self._write(obs, out)
-        reward = float(reward)
+        reward = self._reward(reward)
         over = bool(terminated or truncated)
         return reward, reward, over, over
 
+    def get_state(self) -> bytes:
+        """The whole env pickled (wrappers, time limit, RNG); raises if the env cannot be pickled."""
+        return pickle.dumps(self.env, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def set_state(self, state: bytes) -> None:
+        old, self.env = self.env, pickle.loads(state)
+        old.close()
+
     def close(self) -> None:
         self.env.close()
+
+
+def _first_bad(values: np.ndarray) -> str:
+    index = np.argwhere(~np.isfinite(values))[0]
+    return f"{values[tuple(index)]} at index {tuple(int(i) for i in index)}"

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from fastrl.config import EnvConfig
-from fastrl.envs.gym import GymEnv, UnsupportedEnvError
+from fastrl.envs.gym import EnvOutputError, GymEnv, UnsupportedEnvError
 
 DELAY_ENV_ID = "fastrl/DelayEnv-v0"
 
@@ -34,15 +34,23 @@ def _is_atari(env_id: str) -> bool:
 
 
 def _load_factory(spec: str):
+    """``module:factory`` -> the factory; ``module:EnvId`` (an id the module registers) -> a gymnasium.make partial.
+
+    Importing the module in every worker (spawned children import nothing of the parent's
+    ``__main__``) is what makes a user's registration visible there.
+    """
     module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UnsupportedEnvError(f"env.id = {spec!r}: cannot import module {module_name!r}: {exc}") from None
-    try:
+    if hasattr(module, attr):
         return getattr(module, attr)
-    except AttributeError:
-        raise UnsupportedEnvError(f"env.id = {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
+    if attr in gym.registry:
+        return lambda **kwargs: gym.make(attr, **kwargs)
+    raise UnsupportedEnvError(
+        f"env.id = {spec!r}: module {module_name!r} has no attribute {attr!r} and registers no gymnasium id {attr!r}"
+    )
 
 
 def make_env(config: EnvConfig):
@@ -69,6 +77,10 @@ def probe_env(config: EnvConfig) -> EnvInfo:
     """Build one env in the main process to size the buffers and validate the id before workers start."""
     env = make_env(config)
     try:
+        try:
+            env.probe()  # the full check of a user's env; compiles the Atari frame kernels
+        except EnvOutputError as exc:
+            raise UnsupportedEnvError(f"env {config.id!r} at start: {exc}") from None
         return EnvInfo(tuple(env.obs_shape), np.dtype(env.obs_dtype).str, env.n_actions, env.frames_per_step)
     finally:
         env.close()
