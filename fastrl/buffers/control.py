@@ -1,7 +1,8 @@
 """The run's control block: stop flags, heartbeats, readiness, timing and learner statistics.
 
 Plain shared arrays that every process reads and writes without messages: the main process
-supervises through them and telemetry reads them at each log interval.
+supervises through them and telemetry reads them at each log interval. They are also how a
+run ends cleanly when a queue may be wedged: nothing here takes a lock.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ class Flag(IntEnum):
     STOP = 0  # main -> everyone: leave your loop now
     COMPLETE = 1  # learner -> main: the frame budget is spent, final checkpoint written
     FINISH = 2  # main -> learner: finish at the next update (target return reached, Ctrl-C)
+    SAVED = 3  # learner -> main: its last checkpoint is written (final, or of the last good state on a stop)
 
 
 class Clock(IntEnum):
@@ -41,6 +43,25 @@ class Stat(IntEnum):
     AGENT_STEPS = 9
 
 
+class Activity(IntEnum):
+    """Columns of a worker's activity row: what an executor is doing, for the watchdog's message."""
+
+    PHASE = 0  # a Phase
+    ENV = 1  # the env (global index) being reset or stepped
+    STEP = 2  # that env's step within its episode
+    ACTION = 3  # the action being applied
+    ENV_ERRORS = 4  # env errors survived with env.on_error = "reset"
+
+
+class Phase(IntEnum):
+    IDLE = 0
+    RESET = 1
+    STEP = 2
+
+
+ACTIVITY_COLUMNS = 8  # one 64-byte cache line per worker: executors never share a line
+
+
 def control_arrays(workers: int, learners: int) -> list[tuple[str, tuple[int, ...], str]]:
     return [
         ("flags", (8,), "int64"),
@@ -48,6 +69,10 @@ def control_arrays(workers: int, learners: int) -> list[tuple[str, tuple[int, ..
         ("ready", (workers,), "int64"),
         ("timing", (workers, len(Clock)), "float64"),
         ("learner_stats", (learners, 16), "float64"),
+        ("activity", (workers, ACTIVITY_COLUMNS), "int64"),
+        # env-state saves at a checkpoint barrier: [0] = rollout + 1 the learner asks for,
+        # [1 + w] = rollout + 1 worker w last saved (0: none)
+        ("env_saves", (workers + 1,), "int64"),
     ]
 
 
@@ -58,6 +83,8 @@ class Control:
         self.ready = arrays["ready"]
         self.timing = arrays["timing"]
         self.learner_stats = arrays["learner_stats"]
+        self.activity = arrays["activity"]
+        self.env_saves = arrays["env_saves"]
 
     def set(self, flag: Flag) -> None:
         self.flags[flag] = 1
@@ -67,3 +94,19 @@ class Control:
 
     def beat(self, worker: int) -> None:
         self.heartbeat[worker] = time.monotonic()
+
+    def request_env_saves(self, rollout: int) -> None:
+        self.env_saves[0] = rollout + 1
+
+    def requested_env_save(self) -> int:
+        """The rollout whose start the learner wants env states saved at; -1 for none."""
+        return int(self.env_saves[0]) - 1
+
+    def mark_env_saved(self, worker: int, rollout: int) -> None:
+        self.env_saves[1 + worker] = rollout + 1
+
+    def env_saved(self, workers: range, rollout: int) -> bool:
+        return bool((self.env_saves[1 + workers.start : 1 + workers.stop] == rollout + 1).all())
+
+    def env_errors(self) -> int:
+        return int(self.activity[:, Activity.ENV_ERRORS].sum())

@@ -4,23 +4,41 @@ Each env is a small state machine: it waits for the learner's "go" for a rollout
 T steps announces its observation to its actor and waits for the action. The executor steps
 whichever envs have their action back, so stepping some envs overlaps the actor's forward
 pass for the others (double-buffered sampling falls out of the per-env state).
+
+Faults: before every env call the executor writes which env, step and action into its
+activity row (the watchdog names them if the call never returns). An env that raises or
+returns what its spaces forbid ends the run with an ``EnvError`` naming all of it, or, with
+``env.on_error = "reset"``, is reset: the failed step is marked done with reward 0 (no
+bootstrap across it), the partial episode is dropped and the error counted.
+
+Checkpoints: when the learner asks (control block) at a barrier, where all envs are parked,
+the executor saves every env's state, RNG stream, episode counters and last observation; a
+resumed run restores them and continues bit for bit.
 """
 from __future__ import annotations
 
+import logging
 import random
 import time
+import traceback
+from pathlib import Path
 from queue import Empty
 
 import numpy as np
 
 from fastrl.buffers import RunBuffers
-from fastrl.buffers.control import Clock
+from fastrl.buffers.control import Activity, Clock, Phase
+from fastrl.checkpoint import CheckpointStore, read_env_states, write_env_states
 from fastrl.envs import make_env
+from fastrl.envs.gym import EnvOutputError
 from fastrl.runtime.channels import Channels, decode_go, encode_request
+from fastrl.runtime.faults import EnvError
 from fastrl.runtime.spec import RunSpec, WorkerIds, owner_of, split
 from fastrl.seeding import env_rng
 
+log = logging.getLogger(__name__)
 RESET_SEED_BOUND = 2**31 - 1
+RESET_ATTEMPTS = 3  # with env.on_error = "reset": consecutive failed resets before giving up
 
 
 class Executor:
@@ -28,11 +46,11 @@ class Executor:
         engine = spec.config.engine
         self.spec, self.channels, self.index = spec, channels, index
         self.mode, self.envs_total, self.steps = spec.mode, spec.envs, spec.steps
+        self.env_id, self.on_error = spec.config.env.id, spec.config.env.on_error
         self.env_ids = split(spec.envs, engine.executors)[index]
         self.local_of = {int(e): i for i, e in enumerate(self.env_ids)}
         self.actor_of = owner_of(spec.envs, engine.actors)
         self.envs = [make_env(spec.config.env) for e in self.env_ids]
-        self.rngs = [env_rng(spec.config.run.seed, int(e)) for e in self.env_ids]
         n = len(self.env_ids)
         self.row = np.zeros(n, np.int64)  # flat row of each env's current observation
         self.t = np.zeros(n, np.int64)  # step within the rollout
@@ -41,13 +59,42 @@ class Executor:
         rows = buffers.slots.rows
         self.obs, self.action, self.reward = rows["obs"], rows["action"], rows["reward"]
         self.done, self.u = rows["done"], rows["u"]
-        self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).executor(index)]
+        self.worker = WorkerIds(engine.executors, engine.actors, engine.learners).executor(index)
+        self.name = f"executor-{index}"
+        self.control = buffers.control
+        self.timing = buffers.control.timing[self.worker]
+        self.activity = memoryview(buffers.control.activity[self.worker])  # cheaper item writes than numpy
+        self.store = CheckpointStore(spec.checkpoint_dir)
         self.step_delay_s = engine.step_delay_s
         self.group_size = max(1, -(-n // engine.env_groups))
         self.pending_requests = 0
+        self.rollout = -1
+        self.saved_rollout = -1
+        self.first_rollout = spec.resume.rollout if spec.resume else 0
+        self.rngs, self.restored = self._streams_and_states()
+
+    def _streams_and_states(self) -> tuple[list[np.random.Generator], dict[int, dict]]:
+        """Each env's RNG stream, and the saved states a resumed run continues from (by local index)."""
+        seed, resume = self.spec.config.run.seed, self.spec.resume
+        saved = read_env_states(Path(resume.env_states)) if resume and resume.env_states else {}
+        rngs, restored = [], {}
+        for i, env in enumerate(int(e) for e in self.env_ids):
+            state = saved.get(env)
+            if state is not None and state["env"] is not None:
+                rng = np.random.default_rng()
+                rng.bit_generator.state = state["rng"]
+                restored[i] = state
+            else:  # a fresh run, or an env that could not be saved: seeded restart
+                rng = env_rng(seed, env, restart=self.first_rollout)
+            rngs.append(rng)
+        return rngs, restored
+
+    # ------------------------------------------------------------------ loop
 
     def poll(self, timeout: float) -> bool:
         """Handle every message waiting in the inbox; ``timeout`` 0 never blocks (serial mode)."""
+        if self.control.requested_env_save() > self.saved_rollout:
+            self._save_env_states(self.control.requested_env_save())
         started = time.perf_counter()
         try:
             messages = self.channels.inboxes[self.index].get_many(block=timeout > 0, timeout=timeout)
@@ -91,32 +138,49 @@ class Executor:
         self.pending_requests += 1
 
     def _start_rollout(self, rollout: int, requests: dict[int, list[int]]) -> None:
+        self.rollout = rollout
         for i, env in enumerate(self.env_ids):
             row = self.mode.slot(int(env), rollout, self.envs_total) * (self.steps + 1)
-            if rollout == 0:
-                self.envs[i].reset(self._reset_seed(i), self.obs[row])
+            if rollout == self.first_rollout:
+                self._begin(i, row)
             else:
                 self.obs[row] = self.obs[self.row[i]]  # last observation of the previous rollout
             self.t[i] = 0
             self._announce(i, row, requests)
+
+    def _begin(self, i: int, row: int) -> None:
+        """The first rollout of this process: restore the env's saved state, or reset it."""
+        state = self.restored.pop(i, None)
+        if state is None:
+            self._reset(i, row)
+            return
+        self.envs[i].set_state(state["env"])
+        self.episode_return[i] = state["episode_return"]
+        self.episode_length[i] = state["episode_length"]
+        self.obs[row] = state["obs"]
 
     def _reset_seed(self, i: int) -> int:
         return int(self.rngs[i].integers(RESET_SEED_BOUND))
 
     def _step(self, i: int, requests, finished: list[int], episodes: list) -> None:
         row = int(self.row[i])
-        reward, raw, done, over = self.envs[i].step(int(self.action[row]), self.obs[row], self.obs[row + 1])
+        result = self._env_step(i, row, int(self.action[row]))
         if self.step_delay_s:
             time.sleep(random.random() * self.step_delay_s)  # testing: timing noise, not seeded on purpose
-        self.reward[row] = reward
-        self.done[row] = done
-        self.episode_return[i] += raw
-        self.episode_length[i] += 1
-        if over:
-            episodes.append((int(self.env_ids[i]), float(self.episode_return[i]), int(self.episode_length[i])))
-            self.episode_return[i] = 0.0
-            self.episode_length[i] = 0
-            self.envs[i].reset(self._reset_seed(i), self.obs[row + 1])
+        if result is None:  # the env failed and was reset into row + 1: no bootstrap across the failure
+            self.reward[row] = 0.0
+            self.done[row] = 1
+        else:
+            reward, raw, done, over = result
+            self.reward[row] = reward
+            self.done[row] = done
+            self.episode_return[i] += raw
+            self.episode_length[i] += 1
+            if over:
+                episodes.append((int(self.env_ids[i]), float(self.episode_return[i]), int(self.episode_length[i])))
+                self.episode_return[i] = 0.0
+                self.episode_length[i] = 0
+                self._reset(i, row + 1)
         self.t[i] += 1
         if self.t[i] == self.steps:
             self.row[i] = row + 1
@@ -124,6 +188,89 @@ class Executor:
         else:
             self._announce(i, row + 1, requests)
 
+    # ------------------------------------------------------------------ env calls and their faults
+
+    def _mark(self, phase: Phase, i: int, action: int) -> None:
+        activity = self.activity
+        activity[Activity.ENV] = int(self.env_ids[i])
+        activity[Activity.STEP] = int(self.episode_length[i])
+        activity[Activity.ACTION] = action
+        activity[Activity.PHASE] = phase
+
+    def _env_step(self, i: int, row: int, action: int):
+        self._mark(Phase.STEP, i, action)
+        try:
+            result = self.envs[i].step(action, self.obs[row], self.obs[row + 1])
+        except Exception as exc:
+            self._env_failed(i, "step", action, exc)  # raises unless env.on_error = "reset"
+            self._reset(i, row + 1)
+            return None
+        self.activity[Activity.PHASE] = Phase.IDLE
+        return result
+
+    def _reset(self, i: int, row: int) -> None:
+        attempts = RESET_ATTEMPTS if self.on_error == "reset" else 1
+        for attempt in range(1, attempts + 1):
+            self._mark(Phase.RESET, i, -1)
+            try:
+                self.envs[i].reset(self._reset_seed(i), self.obs[row])
+            except Exception as exc:
+                self._env_failed(i, "reset", -1, exc, last=attempt == attempts)
+                continue
+            self.activity[Activity.PHASE] = Phase.IDLE
+            return
+
+    def _env_failed(self, i: int, phase: str, action: int, exc: Exception, last: bool = False) -> None:
+        """Raise the ``EnvError`` that names the env, or count the error and let the caller reset."""
+        self.activity[Activity.PHASE] = Phase.IDLE
+        message = self._describe(i, phase, action, exc)
+        details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        if self.on_error == "raise":
+            raise EnvError(message + "; set env.on_error = 'reset' to reset a failing env and go on", details) from exc
+        if last:
+            raise EnvError(f"{message}; it failed {RESET_ATTEMPTS} resets in a row", details) from exc
+        self.activity[Activity.ENV_ERRORS] += 1
+        first = self.activity[Activity.ENV_ERRORS] == 1
+        log.warning("%s; resetting it (env.on_error = 'reset')%s", message, "\n" + details if first else "")
+        self.episode_return[i] = 0.0  # the partial episode is dropped, not reported
+        self.episode_length[i] = 0
+
+    def _describe(self, i: int, phase: str, action: int, exc: Exception) -> str:
+        what = f"returned {exc}" if isinstance(exc, EnvOutputError) else f"raised {type(exc).__name__}: {exc}"
+        call = f"step(action={action})" if phase == "step" else "reset()"
+        return (
+            f"env {self.env_id!r} #{int(self.env_ids[i])} on {self.name} {what}, in {call} at step "
+            f"{int(self.episode_length[i])} of its episode (rollout {self.rollout})"
+        )
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _save_env_states(self, rollout: int) -> None:
+        """At a barrier every env is parked after its last step: save what resuming needs to go on exactly."""
+        if not (self.t == self.steps).all() or self.rollout != rollout - 1:
+            raise RuntimeError(f"{self.name}: asked to save env states for rollout {rollout} while not parked")
+        states = {int(e): self._env_state(i) for i, e in enumerate(self.env_ids)}
+        write_env_states(self.store.env_dir(rollout), self.name, states)
+        self.saved_rollout = rollout
+        self.control.mark_env_saved(self.worker, rollout)
+
+    def _env_state(self, i: int) -> dict:
+        try:
+            env_state = self.envs[i].get_state()
+        except Exception as exc:  # e.g. an env holding a socket or a simulator handle
+            env_state = None
+            if i == 0:
+                log.warning("env %r cannot be saved (%s: %s); a resumed run restarts it with a seeded reset",
+                            self.env_id, type(exc).__name__, exc)
+        return {
+            "env": env_state,
+            "rng": self.rngs[i].bit_generator.state,
+            "episode_return": float(self.episode_return[i]),
+            "episode_length": int(self.episode_length[i]),
+            "obs": self.obs[self.row[i]].copy(),
+        }
+
     def close(self) -> None:
+        self.activity.release()  # let the segment's mapping go
         for env in self.envs:
             env.close()

@@ -13,12 +13,26 @@ from fastrl.modes import ModeSpec, get_mode
 
 
 @dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed run goes on: read once by the main process, so executors never load torch files."""
+
+    checkpoint: str  # the checkpoint file the learner loads
+    rollout: int  # the rollout the envs fill first
+    env_states: str | None  # folder of the envs' saved states (exact resume), or None (seeded restarts)
+
+
+@dataclass(frozen=True)
 class RunSpec:
     config: Config
     plan: BufferPlan
     arena: ArenaSpec
     env_info: EnvInfo
     run_dir: str
+    resume: ResumePoint | None = None
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return f"{self.run_dir}/checkpoints"
 
     @property
     def mode(self) -> ModeSpec:

@@ -1,0 +1,117 @@
+"""What can end a run early, and the one paragraph the user reads about it.
+
+Every fault ends the run the same way (supervisor.py): stop every worker, keep a checkpoint of
+the last good parameters, free the shared memory, then raise ``RunFailed`` (exit 1) or
+``RunInterrupted`` (exit 130 / 143) whose message says what failed, where, and where the
+checkpoint is. This module only builds those exceptions and messages; it imports no torch.
+"""
+from __future__ import annotations
+
+import queue
+import traceback
+from dataclasses import dataclass
+
+
+class EnvError(RuntimeError):
+    """An env raised, or returned something its declared spaces do not allow.
+
+    ``details`` is the env's own traceback, shown under the message.
+    """
+
+    def __init__(self, message: str, details: str = ""):
+        super().__init__(message)
+        self.details = details
+
+
+class NonFiniteError(FloatingPointError):
+    """NaN or inf in the loss, the gradients or the parameters; the bad update was not published."""
+
+
+@dataclass
+class Fault:
+    """Why a run stopped: ``what`` one sentence naming the worker, ``details`` a traceback or stack."""
+
+    what: str
+    details: str = ""
+    worker: str | None = None  # the worker it happened in, when one
+    stalled: bool = False  # that worker is stuck: waiting for it (e.g. for its checkpoint) is pointless
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where the run's checkpoint is after the teardown, for the closing sentence."""
+
+    run_dir: str
+    checkpoint: str | None  # path of latest.pt, or None when none could be written
+    checkpoint_note: str  # "update 12, 480 frames" or why there is none
+    exact: bool = False  # the checkpoint was taken at a barrier with the env states: resuming is exact
+
+
+class RunFailed(RuntimeError):
+    """A run ended by a fault; the message is the paragraph the user sees. Exit code 1."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, checkpoint: str | None = None, run_dir: str | None = None):
+        super().__init__(message)
+        self.checkpoint, self.run_dir = checkpoint, run_dir
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (exit 130) or SIGTERM (exit 143) ended the run, cleanly and with a checkpoint."""
+
+    def __init__(self, message: str, signal_name: str, checkpoint: str | None = None, run_dir: str | None = None):
+        super().__init__(message)
+        self.signal_name, self.checkpoint, self.run_dir = signal_name, checkpoint, run_dir
+
+    @property
+    def exit_code(self) -> int:
+        return 143 if self.signal_name == "SIGTERM" else 130
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def describe_exception(exc: BaseException, queue_timeout_s: float) -> str:
+    """One line for an exception raised inside a worker; queue timeouts get their likely cause."""
+    if isinstance(exc, queue.Full):
+        return (
+            f"a queue stayed full for reliability.queue_timeout_s = {queue_timeout_s:g} s: its reader is dead or "
+            "stuck, or one message is larger than the queue"
+        )
+    if isinstance(exc, queue.Empty):
+        return f"a queue stayed empty for reliability.queue_timeout_s = {queue_timeout_s:g} s"
+    if isinstance(exc, (EnvError, NonFiniteError)):
+        return str(exc)  # already a full sentence naming what and where
+    return f"{type(exc).__name__}: {exc}"
+
+
+def exception_details(exc: BaseException) -> str:
+    """The traceback to show: an env's own when it is an EnvError, else the worker's."""
+    if isinstance(exc, EnvError) and exc.details:
+        return exc.details
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def closing_sentence(outcome: Outcome) -> str:
+    if outcome.checkpoint is None:
+        return (
+            f"Every worker was stopped and the shared memory freed; no checkpoint could be written "
+            f"({outcome.checkpoint_note})."
+        )
+    return (
+        f"Every worker was stopped and the shared memory freed; the last good parameters "
+        f"({outcome.checkpoint_note}) are in {outcome.checkpoint}; go on with: fastrl train --resume {outcome.run_dir}"
+    )
+
+
+def failure_message(fault: Fault, outcome: Outcome) -> str:
+    text = f"{fault.what.rstrip('.')}. {closing_sentence(outcome)}"
+    if fault.details:
+        text += "\n" + fault.details.rstrip()
+    return text
+
+
+def interrupt_message(signal_name: str, exact: bool, outcome: Outcome) -> str:
+    how = "at a rollout barrier (resuming continues exactly)" if exact else "mid-rollout (resuming restarts the envs)"
+    return f"{signal_name} received: the run stopped {how}. {closing_sentence(outcome)}"
