@@ -49,6 +49,26 @@ class SharedParams:
         self.header[SEQ] += 1
 
     @torch.no_grad()
+    def snapshot_into(self, model: torch.nn.Module, timeout_s: float = 1.0) -> int | None:
+        """The last published weights into ``model`` once the learner is gone; their version, or None
+        when nothing was ever published or a dead writer left them half-written (odd counter)."""
+        deadline = time.monotonic() + timeout_s
+        pairs = self._views(model)
+        while time.monotonic() < deadline:
+            seq = int(self.header[SEQ])
+            if seq == 0:
+                return None
+            if seq & 1:
+                time.sleep(0.001)
+                continue
+            version = int(self.header[VERSION])
+            for tensor, view in pairs:
+                tensor.copy_(view)
+            if int(self.header[SEQ]) == seq:
+                return version
+        return None
+
+    @torch.no_grad()
     def load_into(self, model: torch.nn.Module, have_version: int) -> int:
         """Copy the weights into ``model`` if the published version differs; returns the version held."""
         pairs = None

@@ -1,18 +1,26 @@
 """The main process: allocate, start workers, watch them, end the run cleanly whatever happens.
 
 It is the only process that creates or unlinks the run's shared memory. Every way a run can
-end — budget spent, target reached, a worker's exception, a dead worker, Ctrl-C — goes
-through the same teardown: stop flag, join (then terminate, then kill), unlink.
+end goes through the same teardown (``_teardown``): stop flag, give the learner the time to
+write its checkpoint of the last good state, join the workers (then terminate, then kill),
+write a checkpoint from the last published weights if the learner could not, unlink.
+
+What ends a run early, each detected here: a worker's exception (errors queue), a dead worker
+(its process sentinel, within ``WATCH_INTERVAL_S``), a stuck worker (the watchdog), Ctrl-C or
+SIGTERM (signals.py: the first stops at the next barrier with an exact checkpoint, the second
+at once). The main process never blocks on a queue (drain.py).
 """
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing as mp
 import os
+import signal
 import time
+import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import wait
-from queue import Empty
 
 from fastrl.buffers import BufferPlan, RunBuffers
 from fastrl.buffers.arena import ShmSpaceError, check_space
@@ -23,21 +31,29 @@ from fastrl.envs import EnvInfo, probe_env
 from fastrl.modes import get_mode
 from fastrl.run_dir import RunDir
 from fastrl.runtime.channels import Channels
-from fastrl.runtime.spec import RunSpec, WorkerIds
+from fastrl.runtime.drain import QueueDrain
+from fastrl.runtime.faults import (
+    Fault, Outcome, RunFailed, RunInterrupted, describe_exception, exception_details, failure_message,
+    interrupt_message,
+)
+from fastrl.runtime.last_checkpoint import ensure_checkpoint
+from fastrl.runtime.signals import SignalGuard
+from fastrl.runtime.spec import ResumePoint, RunSpec, WorkerIds
+from fastrl.runtime.watchdog import stale_worker, stall_fault
 from fastrl.telemetry.metrics import Telemetry
 
 log = logging.getLogger(__name__)
-JOIN_TIMEOUT_S = 5.0
+JOIN_TIMEOUT_S = 3.0
+KILL_WAIT_S = 1.0
 WATCH_INTERVAL_S = 0.1
+LAST_REPORT_WAIT_S = 0.5  # a dying worker's own report explains its death better than its exit code
+PIDS_FILE = "pids.json"
 
 
-class RunFailed(RuntimeError):
-    """A run that ended on a fault; the message is the paragraph the user sees."""
-
-
-@dataclass
-class Interrupted(Exception):
-    signal_name: str = "SIGINT"
+class _Faulted(Exception):
+    def __init__(self, fault: Fault):
+        super().__init__(fault.what)
+        self.fault = fault
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,10 @@ def plan_run(config: Config) -> RunPlan:
         n_params = count_parameters(build_policy(probe))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    except Exception as exc:  # the user's env or model code failed at start
+        raise ConfigError(f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
+                          f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
+    _check_device(engine.device)
     shape = SlotShape(engine.envs * get_mode(engine.mode).storages, engine.rollout, info.obs_shape, info.obs_dtype)
     ids = WorkerIds(engine.executors, engine.actors, engine.learners)
     plan = BufferPlan(shape, n_params, engine.learners, ids.total)
@@ -71,43 +91,67 @@ def plan_run(config: Config) -> RunPlan:
     return RunPlan(plan, info)
 
 
+def _check_device(device: str) -> None:
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("engine.device = 'cuda' but torch sees no CUDA device; use 'cpu' or 'auto'")
+
+
 class Supervisor:
-    def __init__(self, config: Config, run_dir: RunDir, plan: RunPlan):
-        self.config, self.run_dir, self.plan = config, run_dir, plan
+    def __init__(self, config: Config, run_dir: RunDir, plan: RunPlan, resume: ResumePoint | None = None):
+        self.config, self.run_dir, self.plan, self.resume = config, run_dir, plan, resume
         engine = config.engine
         self.ids = WorkerIds(engine.executors, engine.actors, engine.learners)
-        self.processes: list[mp.Process] = []
+        self.processes: dict[str, mp.Process] = {}
+        self.signals = SignalGuard()
 
     def run(self) -> dict:
-        plan, info = self.plan.buffers, self.plan.env_info
-        buffers = RunBuffers.create(plan)
-        channels = Channels.create(self.config.engine.actors, self.config.engine.executors)
-        spec = RunSpec(self.config, plan, buffers.spec, info, str(self.run_dir.path))
-        telemetry = Telemetry(self.config, self.run_dir, buffers.control, self.ids, channels.episodes)
-        status = "failed"
+        buffers = RunBuffers.create(self.plan.buffers)
         try:
-            if self.config.engine.serial:
-                from fastrl.runtime.serial import run_serial
-
-                run_serial(spec, channels, buffers, telemetry)
-            else:
-                self._start_workers(spec, channels)
-                self._watch(buffers, channels, telemetry)
-            telemetry.mark_finished()
-            status = "complete"
-        except (KeyboardInterrupt, Interrupted):
-            status = "interrupted"
-            raise
-        finally:
-            buffers.control.set(Flag.STOP)
-            self._stop_workers()
-            telemetry.tick(force=True)
-            summary = telemetry.summary(status)
-            telemetry.close()
-            self.run_dir.write_summary(summary)
-            channels.close()
+            channels = Channels.create(self.config.engine.actors, self.config.engine.executors)
+            self.errors = QueueDrain(channels.errors, "errors")
+            self.episodes = QueueDrain(channels.episodes, "episodes")
+            telemetry = Telemetry(self.config, self.run_dir, buffers.control, self.ids, self.episodes.take)
+        except BaseException:
             buffers.close()
             buffers.arena.unlink()
+            raise
+        spec = RunSpec(self.config, self.plan.buffers, buffers.spec, self.plan.env_info, str(self.run_dir.path), self.resume)
+        fault = None
+        with self.signals:
+            try:
+                self._run(spec, channels, buffers, telemetry)
+            except _Faulted as exc:
+                fault = exc.fault
+            except Exception as exc:  # serial mode: the components' own exceptions land here
+                fault = Fault(describe_exception(exc, self.config.reliability.queue_timeout_s), exception_details(exc))
+            except KeyboardInterrupt:  # a forced stop in serial mode
+                self.signals.forced = True
+            finally:
+                outcome, summary = self._teardown(spec, channels, buffers, telemetry, fault)
+        return self._conclude(fault, outcome, summary)
+
+    def _run(self, spec: RunSpec, channels: Channels, buffers: RunBuffers, telemetry: Telemetry) -> None:
+        if self.config.engine.serial:
+            from fastrl.runtime.serial import run_serial
+
+            self.signals.raise_on_force = True
+            try:
+                run_serial(spec, channels, buffers, telemetry, stop_requested=lambda: self.signals.received is not None)
+            finally:
+                self.signals.raise_on_force = False
+        else:
+            self._start_workers(spec, channels)
+            self._watch(buffers, telemetry)
+        telemetry.mark_finished()
+
+    def _conclude(self, fault: Fault | None, outcome: Outcome, summary: dict) -> dict:
+        if fault is not None:
+            raise RunFailed(failure_message(fault, outcome), outcome.checkpoint, outcome.run_dir)
+        if self.signals.received is not None:
+            raise RunInterrupted(interrupt_message(self.signals.received, outcome.exact, outcome), self.signals.received,
+                                 outcome.checkpoint, outcome.run_dir)
         return summary
 
     # ------------------------------------------------------------------ workers
@@ -123,50 +167,113 @@ class Supervisor:
         roles += [("learner", i) for i in range(engine.learners)]
         for role, index in roles:
             p = ctx.Process(
-                target=worker_main, args=(role, index, spec, channels, os.getpid()), name=f"fastrl-{role}-{index}", daemon=True
+                target=worker_main, args=(role, index, spec, channels, os.getpid()), name=f"{role}-{index}", daemon=True
             )
             p.start()
-            self.processes.append(p)
+            self.processes[p.name] = p
 
-    def _watch(self, buffers: RunBuffers, channels: Channels, telemetry: Telemetry) -> None:
-        control = buffers.control
-        sentinels = {p.sentinel: p for p in self.processes}
-        deadline = time.monotonic() + self.config.reliability.startup_timeout_s
-        ready = False
+    def _process_of(self, worker: int) -> mp.Process:
+        name = self.ids.name(worker)
+        if name.startswith("actor") and self.config.engine.inline_actors:
+            name = name.replace("actor", "executor")
+        return self.processes[name]
+
+    def _watch(self, buffers: RunBuffers, telemetry: Telemetry) -> None:
+        control, reliability = buffers.control, self.config.reliability
+        sentinels = {p.sentinel: p for p in self.processes.values()}
+        deadline = time.monotonic() + reliability.startup_timeout_s
+        ready, stop_by = False, None
         while not control.is_set(Flag.COMPLETE):
-            self._raise_reported_error(channels)
+            self._raise_reported_error()
             dead = wait(list(sentinels), timeout=WATCH_INTERVAL_S)
             if dead:
-                self._raise_reported_error(channels, wait_s=1.0)
-                p = sentinels[dead[0]]
-                raise RunFailed(f"worker {p.name} (pid {p.pid}) died with exit code {p.exitcode} and reported nothing")
+                self._raise_reported_error(wait_s=LAST_REPORT_WAIT_S)
+                raise _Faulted(_death(sentinels[dead[0]]))
             if not ready and control.ready.all():
                 ready = True
                 telemetry.mark_ready()
+                self._write_pids()
             if not ready and time.monotonic() > deadline:
                 missing = [self.ids.name(i) for i in range(self.ids.total) if not control.ready[i]]
-                raise RunFailed(f"workers did not start within {self.config.reliability.startup_timeout_s}s: {missing}")
+                raise _Faulted(Fault(f"workers did not start within reliability.startup_timeout_s: {missing}"))
+            if ready:
+                stuck = stale_worker(control, reliability.watchdog_s)
+                if stuck is not None:
+                    process = self._process_of(stuck)
+                    raise _Faulted(stall_fault(control, self.ids, stuck, process.name, process.pid,
+                                               self.config.env.id, str(self.run_dir.path)))
             telemetry.tick()
             if ready and (telemetry.target_reached() or telemetry.time_is_up()):
                 control.set(Flag.FINISH)
+            if self.signals.received and stop_by is None:
+                control.set(Flag.FINISH)  # the learner finishes at the next barrier, with an exact checkpoint
+                stop_by = time.monotonic() + reliability.shutdown_timeout_s
+            if self.signals.forced or (stop_by is not None and time.monotonic() > stop_by):
+                return  # no barrier in time: the teardown saves the learner's current state instead
 
-    @staticmethod
-    def _raise_reported_error(channels: Channels, wait_s: float = 0.0) -> None:
+    def _raise_reported_error(self, wait_s: float = 0.0) -> None:
+        if wait_s:
+            self.errors.wait_for_item(wait_s)
+        for name, summary, trace in self.errors.take():
+            raise _Faulted(Fault(f"{name} failed: {summary}", trace, worker=name))
+
+    def _write_pids(self) -> None:
+        """For people and tests: which process is which (``kill -9`` one to see a fault handled)."""
+        pids = {"main": os.getpid(), "workers": {name: p.pid for name, p in self.processes.items()}}
+        (self.run_dir.path / PIDS_FILE).write_text(json.dumps(pids, indent=2) + "\n")
+
+    # ------------------------------------------------------------------ the one way a run ends
+
+    def _teardown(self, spec, channels, buffers, telemetry, fault: Fault | None) -> tuple[Outcome, dict]:
+        control = buffers.control
         try:
-            name, summary, trace = channels.errors.get(block=wait_s > 0, timeout=max(wait_s, 1e-3))
-        except Empty:
-            return
-        raise RunFailed(f"{name} failed: {summary}\n{trace}")
+            control.set(Flag.STOP)
+            if fault is not None and fault.stalled and fault.worker in self.processes:
+                self.processes[fault.worker].kill()  # stuck inside a call: it cannot answer a stop flag
+            if self.processes:
+                self._await_learner_checkpoint(control)
+            self._stop_workers()
+            outcome = ensure_checkpoint(spec, buffers, self.run_dir, allowed=not self.signals.forced)
+            status = "failed" if fault else "interrupted" if self.signals.received else "complete"
+            telemetry.tick(force=True)
+            summary = telemetry.summary(status)
+            telemetry.close()
+            self.run_dir.write_summary(summary)
+        finally:
+            self.errors.stop()
+            self.episodes.stop()
+            channels.close()
+            buffers.close()
+            buffers.arena.unlink()
+            (self.run_dir.path / PIDS_FILE).unlink(missing_ok=True)
+        return outcome, summary
+
+    def _await_learner_checkpoint(self, control) -> None:
+        learners = [p for name, p in self.processes.items() if name.startswith("learner")]
+        deadline = time.monotonic() + self.config.reliability.shutdown_timeout_s
+        while not control.is_set(Flag.SAVED) and time.monotonic() < deadline and not self.signals.forced:
+            if not any(p.is_alive() for p in learners):
+                return
+            time.sleep(0.02)
 
     def _stop_workers(self) -> None:
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
-        for p in self.processes:
-            p.join(max(0.0, deadline - time.monotonic()))
-        for p in self.processes:
+        processes = list(self.processes.values())
+        deadline = time.monotonic() + (0.0 if self.signals.forced else JOIN_TIMEOUT_S)
+        while any(p.is_alive() for p in processes) and time.monotonic() < deadline and not self.signals.forced:
+            time.sleep(0.02)
+        for p in processes:
             if p.is_alive():
                 p.terminate()
-        for p in self.processes:
-            p.join(1.0)
+        for p in processes:
+            p.join(KILL_WAIT_S)
             if p.is_alive():
                 p.kill()
                 p.join()
+
+
+def _death(p: mp.Process) -> Fault:
+    p.join(0.1)
+    code = p.exitcode
+    how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
+    return Fault(f"{p.name} (pid {p.pid}) {how} without reporting an error; the queues it used may be wedged, "
+                 "so the run was ended rather than waiting on them", worker=p.name)

@@ -7,7 +7,6 @@ import math
 import sys
 import time
 from collections import deque
-from queue import Empty
 
 import numpy as np
 
@@ -25,15 +24,16 @@ def _finite_or_none(x: float):
 
 
 class Telemetry:
-    def __init__(self, config: Config, run_dir: RunDir, control: Control, ids: WorkerIds, episodes):
+    def __init__(self, config: Config, run_dir: RunDir, control: Control, ids: WorkerIds, take_episodes):
+        """``take_episodes()`` returns the ``(env, return, length)`` of episodes finished since the last call."""
         self.config, self.run_dir, self.control, self.ids = config, run_dir, control, ids
-        self.episodes_queue = episodes
+        self.take_episodes = take_episodes
         self.returns: deque[float] = deque(maxlen=config.run.return_window)
         self.episodes = 0
         self.created = self.started = time.monotonic()
         self.finished_at: float | None = None
         self.last_log = self.last_progress = self.started
-        self.last_frames = 0.0
+        self.last_frames = self.start_frames = 0.0
         self.ready_timing = self.last_timing = control.timing.copy()
         self.progress = config.run.progress and sys.stderr.isatty()
         self.metrics_file = open(run_dir.metrics, "a", buffering=1)
@@ -44,16 +44,12 @@ class Telemetry:
         """Every worker is up: training time (and fps) count from here, start-up apart."""
         self.started = self.last_log = self.last_progress = time.monotonic()
         self.ready_timing = self.last_timing = self.control.timing.copy()
+        self.last_frames = self.start_frames = self.frames  # a resumed run starts at its checkpoint's frames
 
     def drain_episodes(self) -> None:
-        while True:
-            try:
-                batch = self.episodes_queue.get_many(block=False)
-            except Empty:
-                return
-            for _env, ret, _length in batch:
-                self.returns.append(ret)
-                self.episodes += 1
+        for _env, ret, _length in self.take_episodes():
+            self.returns.append(ret)
+            self.episodes += 1
 
     @property
     def return_mean(self) -> float:
@@ -109,6 +105,7 @@ class Telemetry:
             "grad_norm": float(stats[Stat.GRAD_NORM]),
             "policy_lag_mean": float(stats[Stat.LAG_MEAN]),
             "policy_lag_max": float(stats[Stat.LAG_MAX]),
+            "env_errors": self.control.env_errors(),
             "time_split": self._time_split(self.last_timing),
         }
         self.last_timing = self.control.timing.copy()
@@ -136,10 +133,11 @@ class Telemetry:
             "wall_s": round(now - self.created, 3),
             "startup_s": round(self.started - self.created, 3),
             "train_s": round(train_s, 3),
-            "fps": round(frames / max(train_s, 1e-9), 1),
+            "fps": round((frames - self.start_frames) / max(train_s, 1e-9), 1),
             "final_return_mean": _finite_or_none(self.return_mean),
             "episodes": self.episodes,
             "updates": int(self.control.learner_stats[0, Stat.UPDATES]),
+            "env_errors": self.control.env_errors(),
             "time_split": self._time_split(self.ready_timing),
             "env_id": self.config.env.id,
             "mode": self.config.engine.mode,

@@ -1,0 +1,70 @@
+"""The watchdog: a worker whose heartbeat is older than ``reliability.watchdog_s`` is stuck.
+
+Workers beat every ~0.2 s from their loop, so a stale heartbeat means the worker is inside
+one call that does not return: an env step, a wedged queue (faster-fifo's mutex held by a dead
+process), a deadlock. Executors write which env, step and action they are in before every env
+call, so the message can name the stuck env; the worker's Python stack (faulthandler, on
+SIGUSR1) shows where it is.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from fastrl.buffers.control import Activity, Control, Phase
+from fastrl.runtime.faults import Fault
+from fastrl.runtime.spec import WorkerIds
+from fastrl.runtime.worker import stack_file
+
+STACK_WAIT_S = 0.3
+
+
+def stale_worker(control: Control, watchdog_s: float) -> int | None:
+    """The first worker whose last heartbeat is older than ``watchdog_s``, if any."""
+    ages = time.monotonic() - control.heartbeat
+    stale = (ages > watchdog_s).nonzero()[0]
+    return int(stale[0]) if len(stale) else None
+
+
+def stall_fault(
+    control: Control, ids: WorkerIds, worker: int, process: str, pid: int | None, env_id: str, run_dir: str
+) -> Fault:
+    """``process``: the name of the process ``worker`` runs in (an inline actor runs in its executor's)."""
+    name = ids.name(worker)
+    age = time.monotonic() - float(control.heartbeat[worker])
+    what = f"{name} (pid {pid}) has made no progress for {age:.1f} s (reliability.watchdog_s)"
+    activity = control.activity[worker]
+    phase = int(activity[Activity.PHASE])
+    if worker < ids.executors and phase != Phase.IDLE:
+        call = "step" if phase == Phase.STEP else "reset"
+        action = f" of action {int(activity[Activity.ACTION])}" if phase == Phase.STEP else ""
+        what += (
+            f": it is stuck in env {env_id!r} #{int(activity[Activity.ENV])}, in the {call}{action} at step "
+            f"{int(activity[Activity.STEP])} of its episode"
+        )
+    else:
+        what += ": it is not inside an env call (a wedged queue or a hang in the worker itself)"
+    return Fault(what, _stack(pid, run_dir, process), worker=process, stalled=True)
+
+
+def _stack(pid: int | None, run_dir: str, name: str) -> str:
+    """Ask the worker for its Python stack (faulthandler on SIGUSR1) and read it back."""
+    if pid is None:
+        return ""
+    path = stack_file(run_dir, name)
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError:
+        return ""
+    deadline = time.monotonic() + STACK_WAIT_S
+    text = ""
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        try:
+            text = path.read_text()
+        except OSError:
+            return ""
+        if text.strip():
+            break
+    return f"{name}'s stack:\n{text}" if text.strip() else ""
