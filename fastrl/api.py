@@ -5,7 +5,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from fastrl.config import Config, apply_overrides, config_from_dict, load_config
+from fastrl.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
 from fastrl.run_dir import RunDir
 
 log = logging.getLogger(__name__)
@@ -20,20 +20,52 @@ def resolve_config(config: Config | dict | str | Path | None = None, overrides: 
     return load_config(config, overrides)
 
 
+def sweep_stale_segments() -> list[tuple[str, int]]:
+    """Free the shared memory that runs killed with -9 left in /dev/shm, and say so."""
+    from fastrl.buffers.arena import sweep_stale_segments as sweep
+
+    removed = sweep()
+    if removed:
+        mib = sum(size for _, size in removed) / 2**20
+        log.warning("removed %d shared-memory segments left by dead runs (%.1f MiB): %s",
+                    len(removed), mib, ", ".join(name for name, _ in removed))
+    return removed
+
+
 def train(
     config: Config | dict | str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     run_dir: str | Path | None = None,
+    resume: str | Path | None = None,
 ) -> dict:
     """Train until ``run.total_frames`` (or ``run.target_return``); returns the summary dict.
 
-    Raises ``ConfigError`` for bad input before anything starts and ``RunFailed`` when a
-    fault ends the run (workers stopped, shared memory freed, checkpoint saved when possible).
+    ``resume``: a run directory (or one of its checkpoint files) to go on from; ``overrides``
+    then apply to that run's config, e.g. ``["run.total_frames=2_000_000"]``.
+
+    Raises ``ConfigError`` for bad input before anything starts, ``RunFailed`` when a fault
+    ends the run and ``RunInterrupted`` (a ``KeyboardInterrupt``) on Ctrl-C or SIGTERM; in
+    every case the workers are stopped, the shared memory is freed and the last good
+    parameters are in ``RUN_DIR/checkpoints/latest.pt``.
     """
     from fastrl.runtime.supervisor import Supervisor, plan_run
+    from fastrl.runtime.warmup import compile_kernels
 
-    config = resolve_config(config, overrides)
+    point = None
+    if resume is not None:
+        if config is not None or run_dir is not None:
+            raise ConfigError("resume continues a run with its own config and directory: give no config or run_dir")
+        from fastrl.resume import prepare_resume
+
+        resumed = prepare_resume(resume, overrides)
+        config, run_dir, point = resumed.config, resumed.run_dir, resumed.point
+    else:
+        config = resolve_config(config, overrides)
     plan = plan_run(config)  # every input check, before anything is created or started
+    sweep_stale_segments()
+    compile_kernels()
+    if resume is not None:
+        resumed.set_aside_newer()
     run = RunDir.create(config, run_dir)
     log.info("run directory %s", run.path)
-    return Supervisor(config, run, plan).run()
+    return Supervisor(config, run, plan, point).run()

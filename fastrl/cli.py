@@ -1,4 +1,8 @@
-"""The ``fastrl`` command: train, eval, bench, cleanup, config."""
+"""The ``fastrl`` command: train, bench, cleanup, config.
+
+Exit codes: 0 done, 1 a fault ended the run, 2 bad input (before anything started),
+130 Ctrl-C, 143 SIGTERM.
+"""
 from __future__ import annotations
 
 import argparse
@@ -13,20 +17,42 @@ EXIT_BAD_INPUT = 2
 
 def _train(args: argparse.Namespace) -> int:
     from fastrl.api import train
-    from fastrl.runtime.supervisor import RunFailed
+    from fastrl.runtime.faults import RunFailed, RunInterrupted
 
     try:
-        summary = train(args.config, args.set or [], run_dir=args.run_dir)
+        if args.resume and args.config:
+            raise ConfigError("give either CONFIG or --resume RUN_DIR: a resumed run keeps its own config")
+        if args.resume:
+            summary = train(None, args.set or [], resume=args.resume)
+        else:
+            summary = train(args.config, args.set or [], run_dir=args.run_dir)
     except ConfigError as exc:
         print(f"fastrl: bad config: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RunFailed as exc:
-        print(f"\nfastrl: the run failed and was stopped cleanly.\n{exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nfastrl: interrupted; workers stopped and shared memory freed.", file=sys.stderr)
+        print(f"\nfastrl: the run failed and was stopped cleanly. {exc}", file=sys.stderr)
+        return exc.exit_code
+    except RunInterrupted as exc:
+        print(f"\nfastrl: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:  # before the run started: nothing to clean
+        print("\nfastrl: interrupted before the run started.", file=sys.stderr)
         return 130
     print(json.dumps(summary))
+    return 0
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    from fastrl.buffers.arena import SHM_DIR, sweep_stale_segments
+
+    removed = sweep_stale_segments()
+    if not removed:
+        print(f"fastrl cleanup: no segments of dead runs in {SHM_DIR}")
+        return 0
+    mib = sum(size for _, size in removed) / 2**20
+    print(f"fastrl cleanup: removed {len(removed)} shared-memory segments of dead runs ({mib:.1f} MiB) from {SHM_DIR}:")
+    for name, size in removed:
+        print(f"  {name}  {size / 2**20:.1f} MiB")
     return 0
 
 
@@ -59,7 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config", nargs="?", help="TOML config file")
     train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. engine.envs=8")
     train.add_argument("--run-dir", help="run directory (default: run.dir/<time>_<env>_<mode>)")
+    train.add_argument(
+        "--resume", metavar="RUN_DIR", help="go on with a stopped run (or from one of its checkpoints/ckpt-*.pt files)"
+    )
     train.set_defaults(func=_train)
+    cleanup = sub.add_parser("cleanup", help="free the shared memory left in /dev/shm by runs that were killed")
+    cleanup.set_defaults(func=_cleanup)
     bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")
     benches = bench.add_subparsers(dest="bench", required=True)
     from fastrl.bench import hts_speedup, sampling

@@ -125,3 +125,33 @@ def segment_owner_pid(name: str) -> int | None:
         return int(name[len(PREFIX):].split("_", 1)[0])
     except ValueError:
         return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def sweep_stale_segments() -> list[tuple[str, int]]:
+    """Unlink the segments whose owner process is gone (a run killed with -9); returns (name, bytes) of each.
+
+    Segments of live runs, and names whose owner cannot be read, are left alone.
+    """
+    removed = []
+    for name in list_segments():
+        pid = segment_owner_pid(name)
+        if pid is None or _pid_alive(pid):
+            continue
+        path = os.path.join(SHM_DIR, name)
+        try:
+            size = os.stat(path).st_size
+            os.unlink(path)
+        except FileNotFoundError:
+            continue  # another start swept it first
+        removed.append((name, size))
+    return removed

@@ -1,0 +1,86 @@
+"""``fastrl train --resume RUN_DIR``: read the run's config and checkpoint, check they can go on.
+
+Resuming continues the run in the same directory: frame counter, optimizer, schedules and
+policy version go on from the checkpoint, ``metrics.jsonl`` is appended. Checkpoints taken at
+a barrier carry every env's state, so the run continues bit for bit; the others (the main
+process's from the shared weights, or an env that cannot be pickled) restart envs with seeded
+resets. Overrides may change how the run executes (run.*, reliability.*, the process layout,
+algorithm hyper-parameters), not what it is (env, model, mode, envs, rollout, optimizer).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastrl.checkpoint import CheckpointStore, checkpoint_file, load_checkpoint
+from fastrl.config import Config, ConfigError, load_config
+from fastrl.runtime.spec import ResumePoint
+
+log = logging.getLogger(__name__)
+
+FIXED_KEYS = (
+    "env.id", "env.kwargs", "env.atari", "engine.mode", "engine.envs", "engine.rollout",
+    "model.name", "model.hidden", "model.kwargs", "algo.name", "algo.optimizer",
+)
+
+
+@dataclass(frozen=True)
+class Resume:
+    config: Config
+    run_dir: Path
+    point: ResumePoint
+
+    def set_aside_newer(self) -> None:
+        """Checkpoints newer than the one resumed from belong to an abandoned future: move them aside."""
+        CheckpointStore(self.run_dir / "checkpoints").set_aside_after(self.point.rollout)
+
+
+def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Resume:
+    path = checkpoint_file(target)
+    if not path.is_file():
+        raise ConfigError(f"nothing to resume at {str(target)!r}: no checkpoint {str(path)!r}")
+    run_dir = path.parent.parent
+    config_path = run_dir / "config.toml"
+    if not config_path.is_file():
+        raise ConfigError(f"cannot resume {str(run_dir)!r}: it has no config.toml")
+    saved, config = load_config(config_path), load_config(config_path, overrides)
+    _check_unchanged(saved, config)
+    try:
+        checkpoint = load_checkpoint(path)
+    except Exception as exc:
+        raise ConfigError(f"cannot read checkpoint {str(path)!r}: {type(exc).__name__}: {exc}") from None
+    state = checkpoint.get("resume")
+    if not isinstance(state, dict) or "model" not in state:
+        raise ConfigError(f"checkpoint {str(path)!r} holds no resumable state (written by an older fastrl?)")
+    if state["frames"] >= config.run.total_frames:
+        raise ConfigError(
+            f"the run already reached {state['frames']} frames (run.total_frames = {config.run.total_frames}); "
+            f"to train longer, raise it: --set run.total_frames={2 * config.run.total_frames}"
+        )
+    env_states = _env_states(path, checkpoint)
+    log.info("resuming %s at rollout %d (%d frames), %s", run_dir, state["rollout"], state["frames"],
+             "exactly: env states saved at the barrier" if env_states else "envs restart with seeded resets")
+    return Resume(config, run_dir, ResumePoint(str(path), int(state["rollout"]), env_states))
+
+
+def _check_unchanged(saved: Config, config: Config) -> None:
+    for key in FIXED_KEYS:
+        section, name = key.split(".")
+        before, after = getattr(getattr(saved, section), name), getattr(getattr(config, section), name)
+        if before != after:
+            raise ConfigError(
+                f"cannot resume with {key} = {after!r}: the run was made with {before!r} "
+                "(on resume only run.*, reliability.*, the process layout and algorithm hyper-parameters may change)"
+            )
+
+
+def _env_states(path: Path, checkpoint: dict) -> str | None:
+    name = checkpoint.get("env_states")
+    if not name:
+        return None
+    folder = path.parent / name
+    if not folder.is_dir():
+        log.warning("the env states %s of %s are gone: envs restart with seeded resets", folder, path)
+        return None
+    return str(folder)

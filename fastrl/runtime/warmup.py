@@ -1,0 +1,23 @@
+"""Compile the numba kernels in the main process before any worker starts.
+
+The kernels are ``cache=True``: compiled once, their machine code lands in ``__pycache__`` and
+every later process loads it in milliseconds. Compiling here, with the argument types the
+workers use (strided views included: numba compiles per layout), means workers never compile
+(seconds each) or race each other writing the cache, so start-up stays short.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def compile_kernels() -> None:
+    from csrc_free_kernels.returns import nstep_returns
+    from csrc_free_kernels.sampling import sample_from_u
+
+    # the learner: [N, T] views of [N, T + 1] storages, bootstrap a column of a [N, T + 1] array;
+    # with N = 1 (its own warm-up on one slot) numpy sees those views as contiguous
+    for n in (2, 1):
+        rows = np.zeros((n, 3), np.float32)
+        nstep_returns(rows[:, :2], np.zeros((n, 3), np.uint8)[:, :2], rows[:, 2], 0.99)
+    # the actor: contiguous logits, gathered u, preallocated outputs
+    sample_from_u(np.zeros((1, 2), np.float32), np.zeros(1), np.empty(1, np.int64), np.empty(1, np.float32))
