@@ -71,3 +71,40 @@ def cartpole(tmp_path, *overrides: str, mode: str = "sync") -> tuple[dict, list[
         "model.name='mlp'",
     ]
     return {}, base + list(overrides)
+
+
+def wait_for_pids(run_dir, timeout: float = 60.0) -> dict:
+    """The run's pids.json (written once every worker is ready): {"main": pid, "workers": {name: pid}}."""
+    import json
+
+    path = run_dir / "pids.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    raise TimeoutError(f"{path} did not appear within {timeout}s")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def assert_cleaned_up(run_dir, pids: dict | None = None) -> dict:
+    """After a fault: every worker gone and a loadable checkpoint with the last good parameters; returns it."""
+    import torch
+
+    from fastrl.checkpoint import load_checkpoint
+
+    for name, pid in ((pids or {}).get("workers") or {}).items():
+        assert not pid_alive(pid), f"{name} (pid {pid}) is still alive"
+    checkpoint = load_checkpoint(run_dir)
+    assert checkpoint["model"], "the checkpoint holds no parameters"
+    for key, tensor in checkpoint["model"].items():
+        assert bool(torch.isfinite(tensor).all()), f"non-finite {key} in the checkpoint"
+    return checkpoint

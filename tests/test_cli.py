@@ -33,3 +33,20 @@ def test_train_prints_the_summary_and_writes_the_run_dir(tmp_path):
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["frames"] == 400
     assert (run_dir / "checkpoints" / "latest.pt").is_file()
+
+
+def test_resume_continues_a_run_and_refuses_a_config_beside_it(tmp_path):
+    run_dir = tmp_path / "run"
+    first = fastrl("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=200", "--set", "engine.serial=true",
+                   "--run-dir", str(run_dir))
+    assert first.returncode == 0, first.stderr
+    both = fastrl("train", "configs/cartpole_sync.toml", "--resume", str(run_dir))
+    assert both.returncode == 2 and "give either CONFIG or --resume" in both.stderr
+    resumed = fastrl("train", "--resume", str(run_dir), "--set", "run.total_frames=400")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout.strip().splitlines()[-1])["frames"] == 400
+
+
+def test_cleanup_reports_when_there_is_nothing_to_free():
+    result = fastrl("cleanup")
+    assert result.returncode == 0 and result.stdout.startswith("fastrl cleanup:")

@@ -1,0 +1,78 @@
+"""CartPole with faults on purpose, for the fault tests: env ids "tests.faulty_envs:<factory>".
+
+``cartpole(fault=..., at=k)`` misbehaves at the k-th step of each env instance (counted from
+its creation, so the start-up probe in the main process, one step, never reaches it).
+"""
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+
+
+class FaultyCartPole(gym.Wrapper):
+    def __init__(self, fault: str = "none", at: int = 1_000_000, every: int = 0, step_s: float = 0.0):
+        super().__init__(gym.make("CartPole-v1"))
+        self.fault, self.at, self.every, self.step_s = fault, at, every, step_s
+        self.steps = 0
+        self.resets = 0
+
+    def _due(self) -> bool:
+        return self.steps == self.at or bool(self.every and self.steps % self.every == 0)
+
+    def reset(self, **kwargs):
+        self.resets += 1
+        if self.fault == "raise_in_reset" and self.resets == self.at:
+            raise RuntimeError(f"reset {self.resets} failed on purpose")
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        self.steps += 1
+        if self.step_s:
+            time.sleep(self.step_s)
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if not self._due():
+            return obs, reward, terminated, truncated, info
+        if self.fault == "raise":
+            raise RuntimeError(f"step {self.steps} failed on purpose")
+        if self.fault == "hang":
+            time.sleep(3600)
+        if self.fault == "nan_obs":
+            obs = obs.copy()
+            obs[2] = np.nan
+        if self.fault == "wrong_shape":
+            obs = np.zeros(5, np.float32)
+        if self.fault == "reward_shape":
+            reward = np.ones(2)
+        if self.fault == "inf_reward":
+            reward = float("inf")
+        if self.fault == "huge_reward":  # finite, but the value loss overflows: a non-finite loss
+            reward = 1e30
+        return obs, reward, terminated, truncated, info
+
+
+def cartpole(**kwargs) -> gym.Env:
+    return FaultyCartPole(**kwargs)
+
+
+class Unpicklable(gym.Wrapper):
+    """A CartPole holding a lock, like an env holding a simulator handle: its state cannot be saved."""
+
+    def __init__(self):
+        super().__init__(gym.make("CartPole-v1"))
+        self.lock = threading.Lock()
+
+
+def unpicklable() -> gym.Env:
+    return Unpicklable()
+
+
+def wrong_shape_at_start() -> gym.Env:
+    return FaultyCartPole(fault="wrong_shape", at=1)
+
+
+def not_an_env():
+    return object()
+
+
+gym.register("FaultyCartPole-v0", entry_point="tests.faulty_envs:FaultyCartPole")

@@ -1,0 +1,156 @@
+"""Every fault ends a run the same way: workers stopped, a checkpoint of the last good parameters,
+no shared memory left (the autouse fixture), one message naming what failed and where.
+
+Faults are injected: envs that fail on purpose (tests/faulty_envs.py), ``kill -9`` and
+``SIGSTOP`` of a worker found in the run's pids.json.
+"""
+import json
+import os
+import signal
+import threading
+
+import pytest
+
+import fastrl
+from fastrl.runtime.faults import RunFailed
+from tests.conftest import assert_cleaned_up, cartpole, wait_for_pids
+
+FAULTY = "env.id='tests.faulty_envs:cartpole'"
+LONG = ["run.total_frames=10_000_000", "run.max_seconds=60"]  # ended by the fault, not the budget
+
+
+def _fail(tmp_path, *overrides, mode="sync"):
+    config, base = cartpole(tmp_path, *overrides, mode=mode)
+    run_dir = tmp_path / "run"
+    with pytest.raises(RunFailed) as info:
+        fastrl.train(config, base, run_dir=run_dir)
+    return str(info.value), run_dir
+
+
+def _after_ready(run_dir, action):
+    """Run ``action(pids)`` in a thread once every worker of the run is up."""
+    seen = {}
+
+    def go():
+        seen.update(wait_for_pids(run_dir))
+        action(seen)
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return seen
+
+
+def test_env_exception_names_the_env_step_and_traceback(tmp_path):
+    message, run_dir = _fail(tmp_path, FAULTY, "env.kwargs={fault='raise', at=23}", "engine.executors=2", *LONG)
+    assert "executor-" in message and "env 'tests.faulty_envs:cartpole' #" in message
+    assert "raised RuntimeError: step 23 failed on purpose, in step(action=" in message
+    assert "(rollout 4)" in message  # step 23 of each env is in rollout 4 (steps 20..24)
+    assert 'faulty_envs.py", line' in message  # the env's own traceback
+    assert "checkpoints/latest.pt" in message and f"--resume {run_dir}" in message
+    checkpoint = assert_cleaned_up(run_dir)
+    assert checkpoint["rollout"] == 4 and checkpoint["version"] == 4  # the last good state, from the learner
+    assert (run_dir / "summary.json").read_text().count('"failed"') == 1
+
+
+def test_env_exception_in_reset(tmp_path):
+    message, run_dir = _fail(tmp_path, FAULTY, "env.kwargs={fault='raise_in_reset', at=2}", "engine.serial=true", *LONG)
+    assert "raised RuntimeError: reset 2 failed on purpose, in reset()" in message
+    assert_cleaned_up(run_dir)
+
+
+def test_on_error_reset_resets_the_env_counts_and_goes_on(tmp_path):
+    config, base = cartpole(tmp_path, FAULTY, "env.kwargs={fault='raise', every=7}", "env.on_error='reset'",
+                            "engine.serial=true", "run.total_frames=800")
+    summary = fastrl.train(config, base, run_dir=tmp_path / "run")
+    assert summary["status"] == "complete" and summary["frames"] == 800
+    assert summary["env_errors"] == 8 * (100 // 7)  # 8 envs, 100 steps each, an error every 7th
+    assert '"env_errors": ' in (tmp_path / "run" / "metrics.jsonl").read_text()
+
+
+def test_on_error_reset_marks_the_failed_step_done(tmp_path, monkeypatch):
+    """The failed step ends the partial episode for learning: done, reward 0, no bootstrap across it."""
+    import fastrl.runtime.serial
+    from fastrl.runtime.learner import Learner
+
+    seen = []
+
+    class Recording(Learner):
+        def _barrier(self):
+            storage = self.buffers.slots.storage(self.mode.first_slot(self.rollout, self.spec.envs), self.spec.envs)
+            seen.append((storage["done"][:, : self.spec.steps].copy(), storage["reward"][:, : self.spec.steps].copy()))
+            super()._barrier()
+
+    monkeypatch.setattr(fastrl.runtime.serial, "Learner", Recording)
+    config, base = cartpole(tmp_path, FAULTY, "env.kwargs={fault='raise', every=7}", "env.on_error='reset'",
+                            "engine.serial=true", "run.total_frames=80")  # 2 rollouts of 5 steps
+    fastrl.train(config, base, run_dir=tmp_path / "run")
+    done, reward = seen[1]  # rollout 1 holds steps 6..10: the 7th step is t = 1
+    assert (done[:, 1] == 1).all() and (reward[:, 1] == 0).all()
+
+
+@pytest.mark.parametrize("victim", ["executor-1", "actor-0", "learner-0"])
+def test_a_killed_worker_ends_the_run_within_seconds(tmp_path, victim):
+    run_dir = tmp_path / "run"
+    pids = _after_ready(run_dir, lambda p: os.kill(p["workers"][victim], signal.SIGKILL))
+    message, _ = _fail(tmp_path, "engine.executors=2", *LONG)
+    assert f"{victim} (pid {pids['workers'][victim]}) was killed by SIGKILL" in message
+    checkpoint = assert_cleaned_up(run_dir, pids)
+    assert json.loads((run_dir / "summary.json").read_text())["train_s"] < 15  # in seconds, not at max_seconds
+    if victim == "learner-0":  # the main process wrote it from the last published weights
+        assert checkpoint["kind"] == "shared-params" and checkpoint["optimizer"] is None
+        more = checkpoint["frames"] + 80
+        summary = fastrl.train(resume=run_dir, overrides=["engine.serial=true", f"run.total_frames={more}"])
+        assert summary["frames"] == more  # it goes on from there, with a fresh optimizer
+    else:
+        assert checkpoint["kind"] in ("stop", "barrier") and checkpoint["optimizer"] is not None
+
+
+def test_a_hung_env_step_is_named_by_the_watchdog(tmp_path):
+    message, run_dir = _fail(tmp_path, FAULTY, "env.kwargs={fault='hang', at=30}", "reliability.watchdog_s=1.5", *LONG)
+    assert "executor-0 (pid " in message and "has made no progress for" in message
+    assert "stuck in env 'tests.faulty_envs:cartpole' #" in message and "in the step of action" in message
+    assert "executor-0's stack:" in message and 'faulty_envs.py", line' in message  # where it is stuck
+    checkpoint = assert_cleaned_up(run_dir)
+    assert checkpoint["kind"] in ("stop", "barrier")
+
+
+def test_a_stuck_learner_is_named_and_its_published_weights_are_saved(tmp_path):
+    message, run_dir = _fail(tmp_path, "model.name='tests.faulty_models:hangs_in_learner'",
+                             "reliability.watchdog_s=1.5", *LONG)
+    assert "learner-0 (pid " in message and "has made no progress" in message and "not inside an env call" in message
+    assert "learner-0's stack:" in message and 'faulty_models.py", line' in message
+    checkpoint = assert_cleaned_up(run_dir)
+    assert checkpoint["kind"] == "shared-params"
+
+
+def test_a_frozen_actor_is_caught_by_the_watchdog(tmp_path):
+    run_dir = tmp_path / "run"
+    pids = _after_ready(run_dir, lambda p: os.kill(p["workers"]["actor-0"], signal.SIGSTOP))
+    message, _ = _fail(tmp_path, "reliability.watchdog_s=1.5", *LONG)
+    assert f"actor-0 (pid {pids['workers']['actor-0']}) has made no progress" in message
+    assert "not inside an env call" in message
+    assert_cleaned_up(run_dir, pids)
+
+
+def test_a_non_finite_loss_stops_before_the_bad_update(tmp_path):
+    message, run_dir = _fail(tmp_path, FAULTY, "env.kwargs={fault='huge_reward', at=13}", "engine.serial=true", *LONG)
+    assert "non-finite loss" in message and "on the data of rollout 2" in message
+    checkpoint = assert_cleaned_up(run_dir)
+    assert checkpoint["version"] == 2 and checkpoint["updates"] == 2  # rollouts 0 and 1 learned, not 2
+
+
+@pytest.mark.parametrize("mode", ["sync", "hts"])
+def test_non_finite_parameters_are_restored_and_never_published(tmp_path, mode):
+    message, run_dir = _fail(tmp_path, "algo.lr=3e38", *LONG, mode=mode)  # the first step overflows to inf
+    assert "non-finite parameters after an optimizer step" in message
+    checkpoint = assert_cleaned_up(run_dir)
+    assert checkpoint["updates"] == 0
+
+
+def test_a_full_queue_ends_the_run_with_a_clear_message(tmp_path, monkeypatch):
+    import fastrl.runtime.channels
+
+    monkeypatch.setattr(fastrl.runtime.channels, "QUEUE_BYTES", 64)  # smaller than one batch of requests
+    message, run_dir = _fail(tmp_path, "engine.serial=true", "reliability.queue_timeout_s=0.2", *LONG)
+    assert "a queue stayed full for reliability.queue_timeout_s = 0.2 s" in message
+    assert_cleaned_up(run_dir)

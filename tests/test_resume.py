@@ -1,0 +1,98 @@
+"""Checkpoints lose nothing and resuming continues exactly.
+
+Checkpoints at a barrier hold every env's state, so a run stopped there and resumed gives
+bit-identical parameters to the run that never stopped, in sync and in hts, whatever the
+process layout of either half.
+"""
+import json
+
+import pytest
+import torch
+
+import fastrl
+from fastrl.checkpoint import CheckpointStore, load_checkpoint
+from fastrl.config import ConfigError
+from tests.conftest import cartpole
+
+
+def _train(tmp_path, name, *overrides, mode="sync"):
+    config, base = cartpole(tmp_path, *overrides, mode=mode)
+    return fastrl.train(config, base, run_dir=tmp_path / name), tmp_path / name
+
+
+def _identical(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("mode", ["sync", "hts"])
+def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode):
+    _, whole = _train(tmp_path, "whole", "engine.serial=true", "run.total_frames=800", mode=mode)
+    _, half = _train(tmp_path, "half", "run.total_frames=400", mode=mode)  # processes
+    first = load_checkpoint(half)
+    assert first["exact"] and first["kind"] == "final" and first["rollout"] == 10
+    summary = fastrl.train(resume=half, overrides=["run.total_frames=800", "engine.executors=2"])
+    assert summary["frames"] == 800
+    resumed = load_checkpoint(half)
+    assert resumed["frames"] == 800 and resumed["rollout"] == 20
+    assert _identical(resumed["model"], load_checkpoint(whole)["model"])
+    assert _identical(resumed["optimizer"]["state"][0], load_checkpoint(whole)["optimizer"]["state"][0])
+    lines = [json.loads(line) for line in (half / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["frames"] == 800 and any(line["frames"] <= 400 for line in lines)  # appended, not replaced
+
+
+@pytest.mark.parametrize("mode", ["sync", "hts"])
+def test_resuming_from_an_older_checkpoint_sets_the_newer_aside_and_is_exact(tmp_path, mode):
+    periodic = ["engine.serial=true", "run.checkpoint_interval_frames=200", "run.keep_checkpoints=10"]
+    _, run = _train(tmp_path, "run", *periodic, mode=mode)
+    store = CheckpointStore(run / "checkpoints")
+    assert store.rollouts() == [5, 10, 15, 20]
+    expected = load_checkpoint(run)["model"]
+    fastrl.train(resume=store.path(10))
+    assert _identical(load_checkpoint(run)["model"], expected)
+    aside = [p for p in (run / "checkpoints").iterdir() if p.name.startswith("abandoned-")]
+    assert len(aside) == 1 and {p.name for p in aside[0].iterdir()} >= {"ckpt-00000015.pt", "ckpt-00000020.pt"}
+
+
+def test_periodic_checkpoints_keep_the_last_k_and_do_not_change_training(tmp_path):
+    _, plain = _train(tmp_path, "plain", "engine.serial=true")
+    _, run = _train(tmp_path, "run", "engine.serial=true", "run.checkpoint_interval_frames=120", "run.keep_checkpoints=2")
+    store = CheckpointStore(run / "checkpoints")
+    assert store.rollouts() == [18, 20]  # every 3 rollouts (120 frames), the final one, the last 2 kept
+    assert sorted(p.name for p in store.directory.glob("*.envs")) == ["ckpt-00000018.envs", "ckpt-00000020.envs"]
+    assert store.latest.samefile(store.path(20))
+    checkpoint = load_checkpoint(run)
+    assert {"model", "optimizer", "version", "updates", "frames", "rollout", "config", "rng", "resume"} <= checkpoint.keys()
+    assert checkpoint["config"]["engine"]["envs"] == 8
+    _, timed = _train(tmp_path, "timed", "engine.serial=true", "run.checkpoint_interval_s=0.001")  # ~every barrier
+    assert len(CheckpointStore(timed / "checkpoints").rollouts()) == 3
+    for other in (run, timed):
+        assert _identical(load_checkpoint(other)["model"], load_checkpoint(plain)["model"])
+
+
+def test_an_env_that_cannot_be_saved_restarts_with_seeded_resets(tmp_path, caplog):
+    _, run = _train(tmp_path, "run", "env.id='tests.faulty_envs:unpicklable'", "engine.serial=true",
+                    "run.total_frames=400")
+    assert "cannot be saved" in caplog.text and "seeded reset" in caplog.text
+    summary = fastrl.train(resume=run, overrides=["run.total_frames=800"])
+    assert summary["status"] == "complete" and summary["frames"] == 800
+
+
+def test_resume_refuses_what_cannot_go_on(tmp_path):
+    _, run = _train(tmp_path, "run", "engine.serial=true", "run.total_frames=400")
+    with pytest.raises(ConfigError, match=r"already reached 400 frames .* --set run.total_frames=800"):
+        fastrl.train(resume=run)
+    with pytest.raises(ConfigError, match=r"cannot resume with engine.envs = 4: the run was made with 8"):
+        fastrl.train(resume=run, overrides=["engine.envs=4", "run.total_frames=800"])
+    with pytest.raises(ConfigError, match="nothing to resume"):
+        fastrl.train(resume=tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match="give no config or run_dir"):
+        fastrl.train({}, resume=run)
+
+
+def test_atari_resumes_exactly_through_ale_state_cloning(tmp_path):
+    pong = ["env.id='PongNoFrameskip-v4'", "model.name='nature'", "engine.envs=2", "engine.serial=true",
+            "env.atari.repeat_action_probability=0.25"]  # sticky actions: the adapter's own RNG is saved too
+    _, whole = _train(tmp_path, "whole", *pong, "run.total_frames=320", mode="hts")
+    _, half = _train(tmp_path, "half", *pong, "run.total_frames=160", mode="hts")
+    fastrl.train(resume=half, overrides=["run.total_frames=320"])
+    assert _identical(load_checkpoint(half)["model"], load_checkpoint(whole)["model"])

@@ -1,0 +1,126 @@
+"""Ctrl-C, SIGTERM and a killed main process, on the real command: ``python -m fastrl.cli train``."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import fastrl
+from fastrl.buffers.arena import SHM_DIR, list_segments, segment_owner_pid
+from fastrl.checkpoint import load_checkpoint
+from tests.conftest import assert_cleaned_up, cartpole, pid_alive, wait_for_pids
+
+ROOT = Path(__file__).parent.parent
+SLOW_CARTPOLE = [  # long enough to be interrupted mid-run
+    "--set", "env.id='CartPole-v1'", "--set", "engine.envs=8", "--set", "engine.rollout=5",
+    "--set", "model.name='mlp'", "--set", "run.total_frames=8000", "--set", "engine.step_delay_s=0.004",
+    "--set", "run.progress=false",
+]
+
+
+def _start(run_dir, *args) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fastrl.cli", "train", "--run-dir", str(run_dir), *args],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _segments_of(pid: int) -> list[str]:
+    return [name for name in list_segments() if segment_owner_pid(name) == pid]
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 60) -> str:
+    _, err = proc.communicate(timeout=timeout)
+    assert not _segments_of(proc.pid), "the run left shared memory behind"
+    return err
+
+
+def _uninterrupted(tmp_path, mode: str) -> dict:
+    config, base = cartpole(tmp_path, "engine.serial=true", "run.total_frames=8000", mode=mode)
+    fastrl.train(config, base, run_dir=tmp_path / "uninterrupted")
+    return load_checkpoint(tmp_path / "uninterrupted")["model"]
+
+
+def test_ctrl_c_stops_at_a_barrier_and_resuming_gives_the_uninterrupted_parameters(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *SLOW_CARTPOLE, "--set", "engine.mode='hts'")
+    pids = wait_for_pids(run_dir)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    err = _finish(proc)
+    assert proc.returncode == 130, err
+    assert "SIGINT received: the run stopped at a rollout barrier (resuming continues exactly)" in err
+    checkpoint = assert_cleaned_up(run_dir, pids)
+    assert checkpoint["exact"] and 0 < checkpoint["frames"] < 8000
+
+    summary = fastrl.train(resume=run_dir, overrides=["engine.serial=true", "engine.step_delay_s=0"])
+    assert summary["frames"] == 8000
+    resumed = load_checkpoint(run_dir)["model"]
+    expected = _uninterrupted(tmp_path, "hts")
+    assert all(torch.equal(resumed[k], expected[k]) for k in expected)
+
+
+def test_sigterm_exits_143_with_a_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *SLOW_CARTPOLE)
+    pids = wait_for_pids(run_dir)
+    proc.send_signal(signal.SIGTERM)
+    err = _finish(proc)
+    assert proc.returncode == 143, err
+    assert "SIGTERM received" in err
+    assert_cleaned_up(run_dir, pids)
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    """The first Ctrl-C waits for a barrier that a hung env never reaches; the second does not wait."""
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *SLOW_CARTPOLE, "--set", "env.id='tests.faulty_envs:cartpole'",
+                  "--set", "env.kwargs={fault='hang', at=8}")
+    pids = wait_for_pids(run_dir)
+    time.sleep(0.5)  # the env is stuck by now
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert proc.poll() is None, "the first Ctrl-C must wait (up to reliability.shutdown_timeout_s)"
+    forced_at = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    err = _finish(proc)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - forced_at < 5
+    for name, pid in pids["workers"].items():
+        assert not pid_alive(pid), f"{name} still alive"
+
+
+def test_killed_main_process_workers_exit_and_cleanup_frees_its_memory(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *SLOW_CARTPOLE)
+    pids = wait_for_pids(run_dir)
+    segments = _segments_of(proc.pid)
+    assert segments
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while any(pid_alive(pid) for pid in pids["workers"].values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [n for n, pid in pids["workers"].items() if pid_alive(pid)], "workers outlived the main process"
+    assert_cleaned_up(run_dir)  # the learner saved the last good state on its way out
+
+    result = subprocess.run([sys.executable, "-m", "fastrl.cli", "cleanup"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0
+    assert all(name in result.stdout for name in segments)
+    assert not _segments_of(proc.pid)
+
+
+def test_a_run_start_sweeps_segments_of_dead_runs(tmp_path, caplog):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = Path(SHM_DIR) / f"fastrl_{dead.pid}_deadbeef_run"
+    stale.write_bytes(b"\0" * 4096)
+    config, base = cartpole(tmp_path, "engine.serial=true", "run.total_frames=40")
+    with caplog.at_level("WARNING", logger="fastrl.api"):
+        fastrl.train(config, base, run_dir=tmp_path / "run")
+    assert not stale.exists()
+    assert "shared-memory segments left by dead runs" in caplog.text and stale.name in caplog.text

@@ -1,0 +1,26 @@
+"""Multiprocessing pitfalls: a user's env module is importable in every spawned child, and the
+numba kernels are compiled (cached) in the main process before any worker starts."""
+import fastrl
+from tests.conftest import cartpole
+
+
+def test_an_env_registered_by_a_users_module_works_in_every_child(tmp_path):
+    """``module:EnvId``: spawned children start from nothing; the module is imported in each executor,
+    so its gymnasium registration exists there too."""
+    config, base = cartpole(tmp_path, "env.id='tests.faulty_envs:FaultyCartPole-v0'", "engine.executors=2",
+                            "engine.actors=2", "run.total_frames=400")
+    summary = fastrl.train(config, base, run_dir=tmp_path / "run")
+    assert summary["status"] == "complete" and summary["frames"] == 400
+
+
+def test_kernels_are_compiled_before_workers_start(tmp_path):
+    """After the main process's warm-up, a run calls no kernel with a type it has not compiled."""
+    from csrc_free_kernels.returns import _nstep_returns_kernel
+    from csrc_free_kernels.sampling import _sample_kernel
+    from fastrl.runtime.warmup import compile_kernels
+
+    compile_kernels()
+    before = (len(_nstep_returns_kernel.signatures), len(_sample_kernel.signatures))
+    config, base = cartpole(tmp_path, "engine.serial=true", "run.total_frames=80")
+    fastrl.train(config, base, run_dir=tmp_path / "run")  # serial: the kernels run in this process
+    assert (len(_nstep_returns_kernel.signatures), len(_sample_kernel.signatures)) == before
