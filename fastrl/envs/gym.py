@@ -54,6 +54,9 @@ class GymEnv:
         self.obs_shape, self.obs_dtype, self.n_actions = check_spaces(env_id, env)
         self.action_start = int(env.action_space.start)  # Discrete(n, start=s): fastrl's action a is s + a
         self.float_obs = self.obs_dtype.kind == "f"
+        # small flat observations: a Python loop beats numpy's per-call overhead (0.4 vs 2 us for 4 floats)
+        self.small_obs = len(self.obs_shape) == 1 and self.obs_shape[0] <= 64
+        self.seen_dtype: np.dtype | None = None
 
     # ---------------------------------------------------------------- checks
 
@@ -63,11 +66,21 @@ class GymEnv:
             obs = np.asarray(obs)
         if obs.shape != out.shape:
             raise EnvOutputError(f"observation of shape {obs.shape}; the observation space declares {out.shape}")
-        if obs.dtype.kind not in "fiub" or (obs.dtype.kind == "f" and not self.float_obs):
-            raise EnvOutputError(f"observation of dtype {obs.dtype}; the observation space declares {self.obs_dtype}")
+        if obs.dtype is not self.seen_dtype:  # dtypes are singletons: checked once, not every step
+            self._check_dtype(obs.dtype)
         out[...] = obs
-        if self.float_obs and not np.isfinite(out).all():
+        if self.float_obs and not self._finite(out):
             raise EnvOutputError(f"a non-finite observation value ({_first_bad(out)})")
+
+    def _check_dtype(self, dtype: np.dtype) -> None:
+        if dtype.kind not in "fiub" or (dtype.kind == "f" and not self.float_obs):
+            raise EnvOutputError(f"observation of dtype {dtype}; the observation space declares {self.obs_dtype}")
+        self.seen_dtype = dtype
+
+    def _finite(self, values: np.ndarray) -> bool:
+        if self.small_obs:
+            return all(map(math.isfinite, values.tolist()))
+        return bool(np.isfinite(values).all())
 
     @staticmethod
     def _reward(reward) -> float:

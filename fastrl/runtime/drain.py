@@ -18,12 +18,24 @@ READ_TIMEOUT_S = 0.05
 
 
 class QueueDrain:
-    def __init__(self, queue, name: str):
+    """``threaded=False`` (serial mode: every writer is this process, no one can die holding a lock)
+    reads on ``take`` instead, without a thread competing for the GIL."""
+
+    def __init__(self, queue, name: str, threaded: bool = True):
         self.queue, self.name = queue, name
         self.items: collections.deque = collections.deque()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"fastrl-drain-{name}", daemon=True)
-        self._thread.start()
+        if threaded:
+            self._thread.start()
+
+    def _read_now(self) -> None:
+        if self._thread.is_alive():
+            return
+        try:
+            self.items.extend(self.queue.get_many(block=False))
+        except Empty:
+            pass
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -36,6 +48,7 @@ class QueueDrain:
                 return
 
     def take(self) -> list:
+        self._read_now()
         out = []
         while self.items:
             out.append(self.items.popleft())
@@ -45,12 +58,15 @@ class QueueDrain:
         """Give a dying worker's last report a moment to arrive."""
         deadline = time.monotonic() + timeout_s
         while not self.items and time.monotonic() < deadline:
+            self._read_now()
             time.sleep(0.01)
         return bool(self.items)
 
     def stop(self) -> bool:
         """Stop reading; False if the reader is wedged on the queue's lock (it is then abandoned)."""
         self._stop.set()
+        if not self._thread.ident:
+            return True
         self._thread.join(READ_TIMEOUT_S * 4)
         if self._thread.is_alive():
             log.warning("the %s queue is wedged (a worker died holding its lock); abandoning its reader", self.name)

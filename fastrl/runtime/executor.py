@@ -38,6 +38,10 @@ from fastrl.seeding import env_rng
 
 log = logging.getLogger(__name__)
 RESET_SEED_BOUND = 2**31 - 1
+# activity columns and phases as plain ints: an IntEnum lookup costs more than the write, on every step
+_PHASE, _ENV, _STEP, _ACTION, _ERRORS = (int(c) for c in (Activity.PHASE, Activity.ENV, Activity.STEP,
+                                                          Activity.ACTION, Activity.ENV_ERRORS))
+_IDLE, _RESET, _STEPPING = int(Phase.IDLE), int(Phase.RESET), int(Phase.STEP)
 RESET_ATTEMPTS = 3  # with env.on_error = "reset": consecutive failed resets before giving up
 
 
@@ -48,6 +52,7 @@ class Executor:
         self.mode, self.envs_total, self.steps = spec.mode, spec.envs, spec.steps
         self.env_id, self.on_error = spec.config.env.id, spec.config.env.on_error
         self.env_ids = split(spec.envs, engine.executors)[index]
+        self.env_list = [int(e) for e in self.env_ids]
         self.local_of = {int(e): i for i, e in enumerate(self.env_ids)}
         self.actor_of = owner_of(spec.envs, engine.actors)
         self.envs = [make_env(spec.config.env) for e in self.env_ids]
@@ -63,7 +68,8 @@ class Executor:
         self.name = f"executor-{index}"
         self.control = buffers.control
         self.timing = buffers.control.timing[self.worker]
-        self.activity = memoryview(buffers.control.activity[self.worker])  # cheaper item writes than numpy
+        self.activity = memoryview(buffers.control.activity[self.worker])  # cheaper item access than numpy
+        self.save_request = memoryview(buffers.control.env_saves)
         self.store = CheckpointStore(spec.checkpoint_dir)
         self.step_delay_s = engine.step_delay_s
         self.group_size = max(1, -(-n // engine.env_groups))
@@ -93,7 +99,7 @@ class Executor:
 
     def poll(self, timeout: float) -> bool:
         """Handle every message waiting in the inbox; ``timeout`` 0 never blocks (serial mode)."""
-        if self.control.requested_env_save() > self.saved_rollout:
+        if self.save_request[0] - 1 > self.saved_rollout:  # the learner asks for env states (a checkpoint)
             self._save_env_states(self.control.requested_env_save())
         started = time.perf_counter()
         try:
@@ -190,47 +196,51 @@ class Executor:
 
     # ------------------------------------------------------------------ env calls and their faults
 
-    def _mark(self, phase: Phase, i: int, action: int) -> None:
+    def _mark(self, phase: int, i: int, action: int) -> None:
         activity = self.activity
-        activity[Activity.ENV] = int(self.env_ids[i])
-        activity[Activity.STEP] = int(self.episode_length[i])
-        activity[Activity.ACTION] = action
-        activity[Activity.PHASE] = phase
+        activity[_ENV] = self.env_list[i]
+        activity[_STEP] = int(self.episode_length[i])
+        activity[_ACTION] = action
+        activity[_PHASE] = phase
 
     def _env_step(self, i: int, row: int, action: int):
-        self._mark(Phase.STEP, i, action)
+        activity = self.activity  # _mark, inlined: this runs on every step
+        activity[_ENV] = self.env_list[i]
+        activity[_STEP] = int(self.episode_length[i])
+        activity[_ACTION] = action
+        activity[_PHASE] = _STEPPING
         try:
             result = self.envs[i].step(action, self.obs[row], self.obs[row + 1])
         except Exception as exc:
             self._env_failed(i, "step", action, exc)  # raises unless env.on_error = "reset"
             self._reset(i, row + 1)
             return None
-        self.activity[Activity.PHASE] = Phase.IDLE
+        self.activity[_PHASE] = _IDLE
         return result
 
     def _reset(self, i: int, row: int) -> None:
         attempts = RESET_ATTEMPTS if self.on_error == "reset" else 1
         for attempt in range(1, attempts + 1):
-            self._mark(Phase.RESET, i, -1)
+            self._mark(_RESET, i, -1)
             try:
                 self.envs[i].reset(self._reset_seed(i), self.obs[row])
             except Exception as exc:
                 self._env_failed(i, "reset", -1, exc, last=attempt == attempts)
                 continue
-            self.activity[Activity.PHASE] = Phase.IDLE
+            self.activity[_PHASE] = _IDLE
             return
 
     def _env_failed(self, i: int, phase: str, action: int, exc: Exception, last: bool = False) -> None:
         """Raise the ``EnvError`` that names the env, or count the error and let the caller reset."""
-        self.activity[Activity.PHASE] = Phase.IDLE
+        self.activity[_PHASE] = _IDLE
         message = self._describe(i, phase, action, exc)
         details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         if self.on_error == "raise":
             raise EnvError(message + "; set env.on_error = 'reset' to reset a failing env and go on", details) from exc
         if last:
             raise EnvError(f"{message}; it failed {RESET_ATTEMPTS} resets in a row", details) from exc
-        self.activity[Activity.ENV_ERRORS] += 1
-        first = self.activity[Activity.ENV_ERRORS] == 1
+        self.activity[_ERRORS] += 1
+        first = self.activity[_ERRORS] == 1
         log.warning("%s; resetting it (env.on_error = 'reset')%s", message, "\n" + details if first else "")
         self.episode_return[i] = 0.0  # the partial episode is dropped, not reported
         self.episode_length[i] = 0
@@ -272,5 +282,6 @@ class Executor:
 
     def close(self) -> None:
         self.activity.release()  # let the segment's mapping go
+        self.save_request.release()
         for env in self.envs:
             env.close()

@@ -110,8 +110,9 @@ class Supervisor:
         buffers = RunBuffers.create(self.plan.buffers)
         try:
             channels = Channels.create(self.config.engine.actors, self.config.engine.executors)
-            self.errors = QueueDrain(channels.errors, "errors")
-            self.episodes = QueueDrain(channels.episodes, "episodes")
+            threaded = not self.config.engine.serial
+            self.errors = QueueDrain(channels.errors, "errors", threaded)
+            self.episodes = QueueDrain(channels.episodes, "episodes", threaded)
             telemetry = Telemetry(self.config, self.run_dir, buffers.control, self.ids, self.episodes.take)
         except BaseException:
             buffers.close()
