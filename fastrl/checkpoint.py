@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 LATEST = "latest.pt"
 _NUMBERED = re.compile(r"^ckpt-(\d+)\.pt$")
 _ENV_DIR = re.compile(r"^ckpt-(\d+)\.envs$")
+_TEMPORARY = re.compile(r"^\..+\.(\d+)\.tmp$")  # atomic_write's, named after the writing pid
 
 
 def checkpoint_name(rollout: int) -> str:
@@ -121,6 +122,9 @@ class CheckpointStore:
             m = _ENV_DIR.match(name)
             if m and int(m[1]) not in kept and (oldest_kept is None or int(m[1]) < oldest_kept):
                 shutil.rmtree(self.directory / name, ignore_errors=True)
+            m = _TEMPORARY.match(name)
+            if m and not _alive(int(m[1])):  # a writer killed mid-write (kill -9 after a stop timeout)
+                (self.directory / name).unlink(missing_ok=True)
 
     def set_aside_after(self, rollout: int) -> Path | None:
         """Resuming from an older checkpoint: move the newer ones (a future now abandoned) aside, never delete them."""
@@ -135,6 +139,16 @@ class CheckpointStore:
                     os.replace(path, aside / path.name)
         log.warning("resuming from rollout %d: moved %d newer checkpoints to %s", rollout, len(newer), aside)
         return aside
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def checkpoint_file(path: str | Path) -> Path:

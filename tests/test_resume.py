@@ -96,3 +96,14 @@ def test_atari_resumes_exactly_through_ale_state_cloning(tmp_path):
     _, half = _train(tmp_path, "half", *pong, "run.total_frames=160", mode="hts")
     fastrl.train(resume=half, overrides=["run.total_frames=320"])
     assert _identical(load_checkpoint(half)["model"], load_checkpoint(whole)["model"])
+
+
+def test_pruning_removes_what_a_killed_writer_left(tmp_path):
+    store = CheckpointStore(tmp_path, keep=1)
+    store.save({"model": {}}, 1)
+    store.save({"model": {}}, 2)
+    torn = tmp_path / ".ckpt-00000003.pt.999999999.tmp"  # no such pid: a writer killed mid-write
+    torn.write_bytes(b"torn")
+    store.save({"model": {}}, 3)
+    assert store.rollouts() == [3] and not torn.exists()
+    assert load_checkpoint(tmp_path)["model"] == {}

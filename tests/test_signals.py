@@ -1,5 +1,4 @@
 """Ctrl-C, SIGTERM and a killed main process, on the real command: ``python -m fastrl.cli train``."""
-import json
 import os
 import signal
 import subprocess
