@@ -321,3 +321,11 @@ def test_same_observations_as_atari_vector_env(game, env_id):
         assert differing <= 1e-4 * 84 * 84 * 4 * t
     finally:
         vec.close()
+
+
+def test_gymnasium_ids_win_over_rom_names():
+    """Blackjack-v1 is gymnasium's toy-text env, though ale-py also ships a Blackjack ROM."""
+    from fastrl.envs.registry import _is_atari
+
+    assert not _is_atari("Blackjack-v1")
+    assert _is_atari("ALE/Blackjack-v5") and _is_atari("BlackjackNoFrameskip-v4")

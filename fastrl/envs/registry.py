@@ -28,8 +28,12 @@ class EnvInfo:
 
 
 def _is_atari(env_id: str) -> bool:
+    """An ALE id that no other gymnasium env claims (``Blackjack-v1`` is toy-text, not the ALE ROM)."""
     from fastrl.envs.atari import is_atari_id
 
+    spec = gym.registry.get(env_id)
+    if spec is not None and not str(spec.entry_point).startswith("ale_py"):
+        return False
     return is_atari_id(env_id)
 
 
