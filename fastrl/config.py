@@ -95,7 +95,11 @@ class EngineConfig:
 
 @dataclass
 class AlgoConfig:
-    name: str = _f("a2c", "learning algorithm; 'none' collects without learning (benchmarks)", choices=("a2c", "none"))
+    name: str = _f(
+        "a2c",
+        "learning algorithm: 'a2c' (sync, hts), 'ppo' (sync, hts); 'none' collects without learning (benchmarks)",
+        choices=("a2c", "ppo", "none"),
+    )
     lr: float = _f(7e-4, "learning rate", min_exclusive=0.0)
     optimizer: str = _f("rmsprop", "optimizer", choices=("rmsprop", "adam", "sgd"))
     eps: float = _f(1e-5, "optimizer epsilon", min_exclusive=0.0)
@@ -104,6 +108,12 @@ class AlgoConfig:
     entropy_coef: float = _f(0.01, "entropy bonus weight", min=0.0)
     value_coef: float = _f(0.5, "value loss weight", min=0.0)
     max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
+    epochs: int = _f(4, "ppo: passes over each storage per update", min=1, max=1000)
+    minibatches: int = _f(4, "ppo: minibatches per epoch (the envs x rollout steps split evenly)", min=1)
+    clip: float = _f(0.2, "ppo: clip range of the probability ratio", min_exclusive=0.0)
+    value_clip: float = _f(0.0, "ppo: clip range of the value change around the pre-update value (0 disables)", min=0.0)
+    gae_lambda: float = _f(0.95, "ppo: GAE lambda (1 gives n-step returns minus V)", min=0.0, max=1.0)
+    normalize_advantages: bool = _f(True, "ppo: standardize advantages per minibatch")
 
 
 @dataclass
@@ -348,6 +358,11 @@ def validate(config: Config) -> None:
         )
     if engine.mode in ("async", "gala"):
         raise ConfigError(f"engine.mode = {engine.mode!r} is not available yet; use 'sync' or 'hts'")
+    if config.algo.name == "ppo" and config.algo.minibatches > engine.envs * engine.rollout:
+        raise ConfigError(
+            f"algo.minibatches = {config.algo.minibatches} is more than the {engine.envs * engine.rollout} steps "
+            f"of a storage (engine.envs x engine.rollout)"
+        )
     if engine.learners != 1:
         raise ConfigError("engine.learners > 1 needs engine.mode = 'gala', which is not available yet")
 

@@ -26,9 +26,10 @@ def _assert_identical(a, b):
         assert torch.equal(a[key], b[key]), f"parameter {key} differs"
 
 
+@pytest.mark.parametrize("algo", ["a2c", "ppo"])
 @pytest.mark.parametrize("mode", ["sync", "hts"])
-def test_run_writes_summary_metrics_config_and_checkpoint(tmp_path, mode):
-    summary, run_dir = _train(tmp_path, "run", "run.total_frames=4000", mode=mode)
+def test_run_writes_summary_metrics_config_and_checkpoint(tmp_path, mode, algo):
+    summary, run_dir = _train(tmp_path, "run", "run.total_frames=4000", f"algo.name='{algo}'", mode=mode)
     assert summary["status"] == "complete"
     assert summary["frames"] == 4000
     assert {"frames", "wall_s", "fps", "final_return_mean"} <= summary.keys()
@@ -49,9 +50,12 @@ def test_serial_mode_gives_the_same_parameters_as_processes(tmp_path, mode):
     _assert_identical(_params(serial), _params(processes))
 
 
+@pytest.mark.parametrize("algo", ["a2c", "ppo"])
 @pytest.mark.parametrize("mode", ["sync", "hts"])
-def test_parameters_do_not_depend_on_process_layout_or_timing(tmp_path, mode):
-    """Same seed, 1 vs 2 actors, 1 vs 2 vs 4 executors, random delays: bit-identical after 20 updates."""
+def test_parameters_do_not_depend_on_process_layout_or_timing(tmp_path, mode, algo):
+    """Same seed, 1 vs 2 actors, 1 vs 2 vs 4 executors, random delays: bit-identical after 20 updates.
+
+    PPO's minibatch permutations come from (run seed, rollout), never from timing."""
     layouts = [(1, 1, False), (2, 1, False), (1, 2, False), (4, 2, False), (2, 2, True)]
     results = []
     for executors, actors, inline in layouts:
@@ -63,6 +67,7 @@ def test_parameters_do_not_depend_on_process_layout_or_timing(tmp_path, mode):
             f"engine.inline_actors={str(inline).lower()}",
             "engine.step_delay_s=0.002",
             "run.total_frames=800",  # 20 rollouts of 8 envs x 5 steps
+            f"algo.name='{algo}'",
             mode=mode,
         )
         checkpoint = load_checkpoint(run_dir)

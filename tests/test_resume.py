@@ -24,10 +24,10 @@ def _identical(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize("mode", ["sync", "hts"])
-def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode):
-    _, whole = _train(tmp_path, "whole", "engine.serial=true", "run.total_frames=800", mode=mode)
-    _, half = _train(tmp_path, "half", "run.total_frames=400", mode=mode)  # processes
+@pytest.mark.parametrize(("mode", "algo"), [("sync", "a2c"), ("hts", "a2c"), ("sync", "ppo"), ("hts", "ppo")])
+def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode, algo):
+    _, whole = _train(tmp_path, "whole", "engine.serial=true", "run.total_frames=800", f"algo.name='{algo}'", mode=mode)
+    _, half = _train(tmp_path, "half", "run.total_frames=400", f"algo.name='{algo}'", mode=mode)  # processes
     first = load_checkpoint(half)
     assert first["exact"] and first["kind"] == "final" and first["rollout"] == 10
     summary = fastrl.train(resume=half, overrides=["run.total_frames=800", "engine.executors=2"])

@@ -4,9 +4,12 @@
 ``hts`` (HTS-RL eq. 6): at barrier j, the gradient g_{j-1} of D(θ_{j-1}) taken at θ_{j-1}
 (computed while rollout j ran) is applied to θ_j: θ_{j+1} = θ_j - η g_{j-1}. The envs are
 released at once and g_j is computed from the other storage while they fill the next one, so
-the policy lag is exactly one and no off-policy correction is needed.
+the policy lag is exactly one and no off-policy correction is needed. What a barrier does with
+the storage (A2C, delayed A2C, PPO, nothing) is an update rule: ``fastrl.runtime.update_rules``.
+This module keeps what every rule shares: the barrier, the checked optimizer step, the lag
+assertion, publishing, checkpoints.
 
-Between barriers the learner's state (θ, version, rollout, pending gradient) is always one a
+Between barriers the learner's state (θ, version, rollout, the rule's pending work) is always one a
 run can go on from, so whatever stops the run, ``shutdown`` saves it: the last good
 parameters. A non-finite loss, gradient or parameter raises ``NonFiniteError`` before the bad
 update is published (parameters restored). Checkpoint barriers (periodic, and the last one)
@@ -31,6 +34,7 @@ from fastrl.runtime.actor import build_policy, resolve_device
 from fastrl.runtime.channels import Channels, encode_go
 from fastrl.runtime.faults import NonFiniteError
 from fastrl.runtime.spec import RunSpec, WorkerIds
+from fastrl.runtime.update_rules import make_rule
 from fastrl.seeding import model_seed
 
 log = logging.getLogger(__name__)
@@ -49,9 +53,6 @@ class Learner:
         torch.manual_seed(model_seed(config.run.seed))
         self.model = build_policy(spec).to(self.device)
         self.optimizer = make_optimizer(self.model, self.algo)
-        # hts: the copy that holds θ_{j-1} while its gradient is taken
-        self.behaviour = copy.deepcopy(self.model) if self.mode.overlap else self.model
-        self.pending_grads: list[torch.Tensor] | None = None
         self.params = buffers.shared_params(index)
         self.control = buffers.control
         self.stats = buffers.control.learner_stats[index]
@@ -65,6 +66,7 @@ class Learner:
         self.pending_checkpoint: tuple[int, dict] | None = None  # waiting for the executors' env states
         self.last_checkpoint = (time.monotonic(), 0)  # (time, frames)
         self.finished = False
+        self.rule = make_rule(self)  # what a barrier does with the storage (may rebind the optimizer)
         self._warm_up()
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
@@ -82,8 +84,7 @@ class Learner:
             self.optimizer.load_state_dict(state["optimizer"])
         else:
             log.warning("the checkpoint has no optimizer state (saved from the shared weights): the optimizer starts fresh")
-        grads = state.get("pending_grads")
-        self.pending_grads = [g.to(self.device) for g in grads] if grads is not None else None
+        self.rule.load(state)
         self.version = state["version"]
         self.stats[Stat.UPDATES] = state["updates"]
         self._advance(state["rollout"])
@@ -123,32 +124,13 @@ class Learner:
         frames = (j + 1) * self.frames_per_rollout
         last = frames >= self.spec.config.run.total_frames or self.control.is_set(Flag.FINISH)
         save = last or self._checkpoint_due(frames)
-        resume_state = None
-        if self.algo.name == "none":  # collect only: same barriers and versions, no update
-            self.version += 1
+
+        def release() -> None:  # the envs may start rollout j+1
             self._advance(j + 1)
             if not last:
                 self._publish(go=not save)
-        elif self.mode.overlap:
-            self.behaviour.load_state_dict(self.model.state_dict())  # θ_j, before it moves on
-            grads, self.pending_grads = self.pending_grads, None  # consumed even if it fails
-            if grads is not None:
-                self._apply(grads, data_version=j - 1)
-            else:
-                self.version += 1  # θ_1 = θ_0: there is no D(θ_{-1}) to learn from
-            self._advance(j + 1)
-            if not last:
-                self._publish(go=not save)
-            self.pending_grads = self._gradients(self.behaviour, storage, j)
-            if last:  # use the final rollout too; a resumed run goes on from before this step
-                resume_state = self._state(copied=True)
-                grads, self.pending_grads = self.pending_grads, None
-                self._apply(grads, data_version=j)
-        else:
-            self._apply(self._gradients(self.model, storage, j), data_version=j)
-            self._advance(j + 1)
-            if not last:
-                self._publish(go=not save)
+
+        resume_state = self.rule.barrier(storage, j, last, release)
         if save:
             self._begin_checkpoint("final" if last else "barrier", resume_state)
 
@@ -167,27 +149,20 @@ class Learner:
                 f"{self.mode.name} mode must act with version {rollout} only"
             )
 
-    def _gradients(self, net: torch.nn.Module, storage, rollout: int) -> list[torch.Tensor]:
-        net.zero_grad(set_to_none=True)
-        loss, stats = a2c_loss(net, storage, self.algo, self.device)
-        terms = (stats.policy_loss, stats.value_loss, stats.entropy)
-        if not all(map(math.isfinite, terms)):
-            raise NonFiniteError(
-                f"non-finite loss (policy {terms[0]}, value {terms[1]}, entropy {terms[2]}) on the data of rollout "
-                f"{rollout}; no update was made from it: {self._kept()}"
-            )
-        loss.backward()
-        self.stats[Stat.POLICY_LOSS] = stats.policy_loss
-        self.stats[Stat.VALUE_LOSS] = stats.value_loss
-        self.stats[Stat.ENTROPY] = stats.entropy
-        return [p.grad if p.grad is not None else torch.zeros_like(p) for p in net.parameters()]
-
-    def _apply(self, grads: list[torch.Tensor], data_version: int) -> None:
-        """One optimizer step with ``grads`` (taken on data of ``data_version``) on θ of ``self.version``."""
+    def check_lag(self, data_version: int) -> None:
+        """The update about to be counted learns from data of ``data_version`` at θ of ``self.version``."""
         lag = self.version - data_version
         if lag != self.mode.policy_lag:
             raise AssertionError(f"{self.mode.name} mode must learn with policy lag {self.mode.policy_lag}, got {lag}")
-        params = list(self.model.parameters())
+
+    def apply(self, grads: list[torch.Tensor], data_version: int) -> None:
+        """One optimizer step with ``grads`` (taken on data of ``data_version``) on θ of ``self.version``."""
+        self.check_lag(data_version)
+        self.count_update(data_version, self.step(self.model, grads))
+
+    def step(self, net: torch.nn.Module, grads: list[torch.Tensor]) -> float:
+        """Clip and apply ``grads`` to ``net`` with the optimizer; a non-finite result is undone and raised."""
+        params = list(net.parameters())
         for p, g in zip(params, grads):
             p.grad = g
         if self.algo.max_grad_norm > 0:
@@ -195,7 +170,7 @@ class Learner:
         else:
             norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
         if not math.isfinite(norm):
-            raise NonFiniteError(f"non-finite gradient norm ({norm}); the update was not applied: {self._kept()}")
+            raise NonFiniteError(f"non-finite gradient norm ({norm}); the update was not applied: {self.kept()}")
         backup = [p.detach().clone() for p in params]
         try:
             self.optimizer.step()
@@ -207,14 +182,17 @@ class Learner:
             _restore(params, backup)
             raise NonFiniteError(
                 f"non-finite parameters after an optimizer step (lr {self.algo.lr:g}); they were restored and "
-                f"never published: {self._kept()}"
+                f"never published: {self.kept()}"
             )
-        self.stats[Stat.LAG_MEAN] = self.stats[Stat.LAG_MAX] = lag
+        return norm
+
+    def count_update(self, data_version: int, norm: float) -> None:
+        self.stats[Stat.LAG_MEAN] = self.stats[Stat.LAG_MAX] = self.version - data_version
         self.stats[Stat.GRAD_NORM] = norm
         self.stats[Stat.UPDATES] += 1
         self.version += 1
 
-    def _kept(self) -> str:
+    def kept(self) -> str:
         return f"the checkpoint keeps the parameters of version {self.version} ({int(self.stats[Stat.UPDATES])} updates)"
 
     def _publish(self, go: bool) -> None:
@@ -237,12 +215,12 @@ class Learner:
             return True
         return time.monotonic() - at >= run.checkpoint_interval_s
 
-    def _state(self, copied: bool = False) -> dict:
-        """What a run goes on from: θ, optimizer, the pending hts gradient and the counters."""
+    def state(self, copied: bool = False) -> dict:
+        """What a run goes on from: θ, optimizer, the rule's pending work (hts) and the counters."""
         state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "pending_grads": [g.detach().cpu() for g in self.pending_grads] if self.pending_grads is not None else None,
+            **self.rule.state(),
             "version": self.version,
             "rollout": self.rollout,
             "updates": int(self.stats[Stat.UPDATES]),
@@ -251,7 +229,7 @@ class Learner:
         return copy.deepcopy(state) if copied else state
 
     def _checkpoint(self, kind: str, resume_state: dict | None = None) -> dict:
-        state = self._state()
+        state = self.state()
         return {
             "format": CHECKPOINT_FORMAT,
             "kind": kind,

@@ -11,6 +11,7 @@ import numpy as np
 
 
 def compile_kernels() -> None:
+    from csrc_free_kernels.gae import gae
     from csrc_free_kernels.returns import nstep_returns
     from csrc_free_kernels.sampling import sample_from_u
 
@@ -18,6 +19,8 @@ def compile_kernels() -> None:
     # with N = 1 (its own warm-up on one slot) numpy sees those views as contiguous
     for n in (2, 1):
         rows = np.zeros((n, 3), np.float32)
-        nstep_returns(rows[:, :2], np.zeros((n, 3), np.uint8)[:, :2], rows[:, 2], 0.99)
+        dones = np.zeros((n, 3), np.uint8)[:, :2]
+        nstep_returns(rows[:, :2], dones, rows[:, 2], 0.99)
+        gae(rows[:, :2], dones, rows, 0.99, 0.95)  # ppo: values of all T + 1 rows, contiguous
     # the actor: contiguous logits, gathered u, preallocated outputs
     sample_from_u(np.zeros((1, 2), np.float32), np.zeros(1), np.empty(1, np.int64), np.empty(1, np.float32))

@@ -1,0 +1,82 @@
+"""PPO in the engine: which parameters the epochs start from, on which data, with which permutation.
+
+``sync``: θ_{j+1} = epochs(θ_j, D(θ_j)). ``hts``: θ_1 = θ_0 and θ_{j+2} = epochs(θ_{j+1}, D(θ_j)):
+the epochs on D(θ_j) start from the parameters the envs were released with at barrier j and
+their result is published at barrier j+1 (lag exactly 1). Recomputed here from the recorded
+rollouts with plain SGD, the numpy GAE reference and the permutation seeded by (seed, rollout).
+"""
+import numpy as np
+import pytest
+import torch
+
+import fastrl
+import fastrl.runtime.serial
+from csrc_free_kernels.gae import gae_reference
+from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
+from fastrl.checkpoint import load_checkpoint
+from fastrl.runtime.update_rules import PPO_STREAM
+from tests.test_hts_gradient import LinearPolicy, RecordingLearner
+
+LR, GAMMA, LAM, CLIP, VALUE_COEF, ENTROPY_COEF = 0.05, 0.9, 0.8, 0.2, 0.5, 0.01
+ENVS, STEPS, ROLLOUTS, EPOCHS, MINIBATCHES, SEED = 4, 3, 5, 2, 3, 7
+
+
+def ppo_epochs(theta: dict, data: dict, rollout: int) -> dict:
+    net = LinearPolicy((4,), 2)
+    net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in theta.items()})
+    obs = torch.from_numpy(data["obs"]).float()
+    with torch.no_grad():
+        values = net(obs.reshape(-1, 4))[1].reshape(ENVS, STEPS + 1)
+    adv = torch.from_numpy(gae_reference(data["reward"][:, :STEPS], data["done"][:, :STEPS], values.numpy(), GAMMA, LAM))
+    flat = PPOBatch(
+        obs=obs[:, :STEPS].reshape(-1, 4), actions=torch.from_numpy(data["action"][:, :STEPS]).reshape(-1),
+        old_logp=torch.from_numpy(data["logp"][:, :STEPS]).reshape(-1), old_values=values[:, :STEPS].reshape(-1),
+        advantages=adv.reshape(-1), returns=(adv + values[:, :STEPS]).reshape(-1),
+    )
+    rng = np.random.default_rng([SEED, PPO_STREAM, rollout])
+    for _ in range(EPOCHS):
+        for index in minibatch_indices(ENVS * STEPS, MINIBATCHES, rng):
+            batch = PPOBatch(*(getattr(flat, f)[torch.from_numpy(index)] for f in PPOBatch.__dataclass_fields__))
+            loss, _ = ppo_loss(net, batch, CLIP, 0.0, VALUE_COEF, ENTROPY_COEF, True)
+            grads = torch.autograd.grad(loss, list(net.parameters()))
+            with torch.no_grad():
+                for p, g in zip(net.parameters(), grads):
+                    p -= LR * g
+    return {k: v.detach().double().numpy() for k, v in net.state_dict().items()}
+
+
+def _close(a: dict, b: dict, what: str) -> None:
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-5, err_msg=f"{what} {k}")
+
+
+@pytest.mark.parametrize("mode", ["sync", "hts"])
+def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, monkeypatch, mode):
+    monkeypatch.setattr(fastrl.runtime.serial, "Learner", RecordingLearner)
+    RecordingLearner.records = []
+    overrides = [
+        "env.id='CartPole-v1'", f"engine.mode='{mode}'", "engine.serial=true", f"engine.envs={ENVS}",
+        f"engine.rollout={STEPS}", f"run.total_frames={ENVS * STEPS * ROLLOUTS}", "run.progress=false",
+        f"run.seed={SEED}", f"run.dir='{tmp_path}'", "model.name='tests.test_hts_gradient:linear_policy'",
+        "algo.name='ppo'", "algo.optimizer='sgd'", f"algo.lr={LR}", "algo.max_grad_norm=0", f"algo.gamma={GAMMA}",
+        f"algo.gae_lambda={LAM}", f"algo.clip={CLIP}", f"algo.value_coef={VALUE_COEF}",
+        f"algo.entropy_coef={ENTROPY_COEF}", f"algo.epochs={EPOCHS}", f"algo.minibatches={MINIBATCHES}",
+    ]
+    fastrl.train({}, overrides, run_dir=tmp_path / "run")
+    data = [d for d, _ in RecordingLearner.records]
+    theta = [p for _, p in RecordingLearner.records]  # θ_j: at barrier j, the parameters that acted in rollout j
+    assert len(data) == ROLLOUTS
+    saved = {k: v.double().numpy() for k, v in load_checkpoint(tmp_path / "run")["model"].items()}
+    if mode == "sync":
+        for j in range(ROLLOUTS - 1):
+            _close(theta[j + 1], ppo_epochs(theta[j], data[j], j), f"θ_{j + 1}")
+        _close(saved, ppo_epochs(theta[-1], data[-1], ROLLOUTS - 1), "final")
+    else:
+        _close(theta[1], theta[0], "θ_1")
+        for j in range(ROLLOUTS - 2):
+            _close(theta[j + 2], ppo_epochs(theta[j + 1], data[j], j), f"θ_{j + 2}")
+        last_published = ppo_epochs(theta[-1], data[-2], ROLLOUTS - 2)  # θ_R, released at the last barrier
+        _close(saved, ppo_epochs(last_published, data[-1], ROLLOUTS - 1), "final")  # the last rollout is used too
+        # the check tells the rules apart: epochs from θ_j instead of θ_{j+1} land elsewhere
+        wrong = ppo_epochs(theta[1], data[1], 1)
+        assert max(np.abs(wrong[k] - theta[3][k]).max() for k in wrong) > 1e-4
