@@ -65,7 +65,12 @@ class EnvConfig:
 
 @dataclass
 class EngineConfig:
-    mode: str = _f("hts", "how rollout and learning interleave", choices=MODES)
+    mode: str = _f(
+        "hts",
+        "how rollout and learning interleave: 'sync' (lockstep, lag 0), 'hts' (two storages, lag 1), "
+        "'async' (IMPALA: no barrier, measured lag; nondeterministic by nature)",
+        choices=MODES,
+    )
     envs: int = _f(16, "total number of environments", min=1, max=1 << 20)
     executors: int = _f(1, "processes that step the envs (envs are split evenly)", min=1)
     actors: int = _f(1, "processes that run the policy forward", min=1)
@@ -97,8 +102,9 @@ class EngineConfig:
 class AlgoConfig:
     name: str = _f(
         "a2c",
-        "learning algorithm: 'a2c' (sync, hts), 'ppo' (sync, hts); 'none' collects without learning (benchmarks)",
-        choices=("a2c", "ppo", "none"),
+        "learning algorithm: 'a2c' (sync, hts), 'ppo' (sync, hts), 'impala' (async: V-trace); "
+        "'none' collects without learning (benchmarks)",
+        choices=("a2c", "ppo", "impala", "none"),
     )
     lr: float = _f(7e-4, "learning rate", min_exclusive=0.0)
     optimizer: str = _f("rmsprop", "optimizer", choices=("rmsprop", "adam", "sgd"))
@@ -114,6 +120,14 @@ class AlgoConfig:
     value_clip: float = _f(0.0, "ppo: clip range of the value change around the pre-update value (0 disables)", min=0.0)
     gae_lambda: float = _f(0.95, "ppo: GAE lambda (1 gives n-step returns minus V)", min=0.0, max=1.0)
     normalize_advantages: bool = _f(True, "ppo: standardize advantages per minibatch")
+    batch_slots: int = _f(
+        32, "impala: full trajectory slots per learner batch; the run allocates engine.envs + 2 x this slots, "
+        "so envs rarely wait for a free slot while the learner holds one batch and the next fills", min=1, max=1 << 16,
+    )
+    rho_bar: float = _f(1.0, "impala: V-trace truncation of the importance weight in the targets and advantages",
+                        min_exclusive=0.0, allow_inf=True)
+    c_bar: float = _f(1.0, "impala: V-trace truncation of the trace coefficients", min_exclusive=0.0, allow_inf=True)
+    vtrace_lambda: float = _f(1.0, "impala: V-trace lambda (mixes in TD(lambda) traces)", min=0.0, max=1.0)
 
 
 @dataclass
@@ -356,8 +370,13 @@ def validate(config: Config) -> None:
             f"engine.inline_actors = true runs one actor inside each executor: set engine.actors = engine.executors "
             f"(now {engine.actors} and {engine.executors})"
         )
-    if engine.mode in ("async", "gala"):
-        raise ConfigError(f"engine.mode = {engine.mode!r} is not available yet; use 'sync' or 'hts'")
+    if engine.mode == "gala":
+        raise ConfigError("engine.mode = 'gala' is not available yet; use 'sync', 'hts' or 'async'")
+    name = config.algo.name
+    if engine.mode == "async" and name not in ("impala", "none"):
+        raise ConfigError(f"engine.mode = 'async' learns with algo.name = 'impala' (V-trace corrects its lag), not {name!r}")
+    if name == "impala" and engine.mode != "async":
+        raise ConfigError(f"algo.name = 'impala' needs engine.mode = 'async' (got {engine.mode!r}); use 'a2c' or 'ppo'")
     if config.algo.name == "ppo" and config.algo.minibatches > engine.envs * engine.rollout:
         raise ConfigError(
             f"algo.minibatches = {config.algo.minibatches} is more than the {engine.envs * engine.rollout} steps "

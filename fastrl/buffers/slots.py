@@ -49,6 +49,11 @@ class TrajectorySlots:
     def row(self, slot: int, t: int) -> int:
         return slot * (self.steps + 1) + t
 
+    def gather(self, slots: list[int]) -> dict[str, np.ndarray]:
+        """``[len(slots), T + 1, ...]`` copies of any slots (async batches are not contiguous)."""
+        index = np.asarray(slots, np.int64)
+        return {name: np.take(a, index, axis=0) for name, a in self.fields.items()}
+
     def storage(self, first_slot: int, count: int) -> dict[str, np.ndarray]:
         """Views ``[count, T + 1, ...]`` of consecutive slots (no copy)."""
         return {name: a[first_slot : first_slot + count] for name, a in self.fields.items()}

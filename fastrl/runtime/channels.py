@@ -5,6 +5,8 @@ Messages (all ints, so a batch is one cheap ``put_many``):
 - inbox, actor -> executor: ``env`` — the action for env's current row is written.
 - inbox, learner -> executor: ``-(rollout + 1)`` — start rollout ``rollout``.
 - rollout_done, executor -> learner: ``env`` — env finished its current rollout.
+- free, learner -> executors (async): ``slot`` — an empty trajectory slot any env may fill.
+- full, executor -> learner (async): ``slot`` — a slot holding T fresh steps.
 - episodes, executor -> main: ``(env, return, length)`` of a finished episode.
 - errors, any worker -> main: ``(worker, summary, traceback)``.
 """
@@ -53,6 +55,8 @@ class Channels:
     requests: list[Queue]
     inboxes: list[Queue]
     rollout_done: Queue
+    free: Queue
+    full: Queue
     episodes: Queue
     errors: Queue
 
@@ -62,12 +66,14 @@ class Channels:
             requests=[int_queue() for _ in range(actors)],
             inboxes=[int_queue() for _ in range(executors)],
             rollout_done=int_queue(),
+            free=int_queue(),
+            full=int_queue(),
             episodes=Queue(QUEUE_BYTES),
             errors=Queue(QUEUE_BYTES),
         )
 
     def all(self) -> list[Queue]:
-        return [*self.requests, *self.inboxes, self.rollout_done, self.episodes, self.errors]
+        return [*self.requests, *self.inboxes, self.rollout_done, self.free, self.full, self.episodes, self.errors]
 
     def close(self) -> None:
         for q in self.all():

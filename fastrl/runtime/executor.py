@@ -11,6 +11,10 @@ returns what its spaces forbid ends the run with an ``EnvError`` naming all of i
 ``env.on_error = "reset"``, is reset: the failed step is marked done with reward 0 (no
 bootstrap across it), the partial episode is dropped and the error counted.
 
+``async`` (IMPALA): there is one "go" at the start and no barrier. An env that filled its slot
+pushes the slot's index onto the full queue and takes any free slot (its last observation, kept
+aside, becomes the new slot's row 0); an env finding no free slot waits, the others go on.
+
 Checkpoints: when the learner asks (control block) at a barrier, where all envs are parked,
 the executor saves every env's state, RNG stream, episode counters and last observation; a
 resumed run restores them and continues bit for bit.
@@ -77,6 +81,12 @@ class Executor:
         self.rollout = -1
         self.saved_rollout = -1
         self.first_rollout = spec.resume.rollout if spec.resume else 0
+        # async: envs waiting for a free slot (local indices, in order), whether each has begun,
+        # and each one's last observation, kept aside because its full slot may be reused at once
+        self.queued = spec.mode.queued
+        self.waiting: list[int] = []
+        self.fresh = np.ones(n, bool)
+        self.last_obs = np.zeros((n, *spec.env_info.obs_shape), spec.env_info.obs_dtype) if self.queued else None
         self.rngs, self.restored = self._streams_and_states()
 
     def _streams_and_states(self) -> tuple[list[np.random.Generator], dict[int, dict]]:
@@ -101,6 +111,8 @@ class Executor:
         """Handle every message waiting in the inbox; ``timeout`` 0 never blocks (serial mode)."""
         if self.save_request[0] - 1 > self.saved_rollout:  # the learner asks for env states (a checkpoint)
             self._save_env_states(self.control.requested_env_save())
+        if self.waiting:
+            self._take_free_slots(timeout if len(self.waiting) == len(self.env_list) else 0)
         started = time.perf_counter()
         try:
             messages = self.channels.inboxes[self.index].get_many(block=timeout > 0, timeout=timeout)
@@ -122,7 +134,9 @@ class Executor:
         self._flush(requests)
         timeout = self.spec.config.reliability.queue_timeout_s
         if finished:
-            self.channels.rollout_done.put_many(finished, timeout=timeout)
+            (self.channels.full if self.queued else self.channels.rollout_done).put_many(finished, timeout=timeout)
+            if self.waiting:
+                self._take_free_slots(0)
         if episodes:
             self.channels.episodes.put_many(episodes, timeout=timeout)
         self.timing[Clock.ENV] += time.perf_counter() - begun
@@ -145,6 +159,10 @@ class Executor:
 
     def _start_rollout(self, rollout: int, requests: dict[int, list[int]]) -> None:
         self.rollout = rollout
+        if self.queued:  # the only "go" of an async run: every env takes a free slot
+            self.waiting = list(range(len(self.env_list)))
+            self._take_free_slots(0, requests)
+            return
         for i, env in enumerate(self.env_ids):
             row = self.mode.slot(int(env), rollout, self.envs_total) * (self.steps + 1)
             if rollout == self.first_rollout:
@@ -153,6 +171,30 @@ class Executor:
                 self.obs[row] = self.obs[self.row[i]]  # last observation of the previous rollout
             self.t[i] = 0
             self._announce(i, row, requests)
+
+    def _take_free_slots(self, timeout: float, requests: dict[int, list[int]] | None = None) -> None:
+        """async: give waiting envs free slots, in order; blocks up to ``timeout`` only when all wait."""
+        started = time.perf_counter()
+        try:
+            slots = self.channels.free.get_many(block=timeout > 0, timeout=timeout,
+                                                max_messages_to_get=len(self.waiting))
+        except Empty:
+            slots = []
+        self.timing[Clock.WAITING] += time.perf_counter() - started
+        own = requests is None
+        requests = {} if own else requests
+        for slot in slots:
+            i = self.waiting.pop(0)
+            row = slot * (self.steps + 1)
+            if self.fresh[i]:
+                self.fresh[i] = False
+                self._begin(i, row)
+            else:
+                self.obs[row] = self.last_obs[i]
+            self.t[i] = 0
+            self._announce(i, row, requests)
+        if own:
+            self._flush(requests)
 
     def _begin(self, i: int, row: int) -> None:
         """The first rollout of this process: restore the env's saved state, or reset it."""
@@ -190,7 +232,12 @@ class Executor:
         self.t[i] += 1
         if self.t[i] == self.steps:
             self.row[i] = row + 1
-            finished.append(int(self.env_ids[i]))
+            if self.queued:  # the slot goes to the learner; the env waits for a free one
+                self.last_obs[i] = self.obs[row + 1]
+                finished.append((row + 1) // (self.steps + 1))
+                self.waiting.append(i)
+            else:
+                finished.append(int(self.env_ids[i]))
         else:
             self._announce(i, row + 1, requests)
 

@@ -43,14 +43,15 @@ def _save_from_shared_params(spec: RunSpec, buffers: RunBuffers, store: Checkpoi
     if version is None:
         return "the learner never published weights, or died while publishing them"
     stats = buffers.control.learner_stats[0]
+    slots_per_update = spec.config.algo.batch_slots if spec.mode.queued else spec.envs
     state = {
         "model": model.state_dict(),
         "optimizer": None,
         "pending_grads": None,
         "version": version,
-        "rollout": version,  # sync and hts: version v is the one rollout v acts with
+        "rollout": version,  # sync and hts: version v is the one rollout v acts with; async: v batches
         "updates": int(stats[Stat.UPDATES]),
-        "frames": version * spec.envs * spec.steps * spec.env_info.frames_per_step,
+        "frames": version * slots_per_update * spec.steps * spec.env_info.frames_per_step,
     }
     if version in store.rollouts():  # the learner's own checkpoint of these very weights
         store.point_latest_at(version)

@@ -61,7 +61,9 @@ class Learner:
         self.rollout = 0  # the rollout the envs are filling
         self.version = 0  # of self.model; rollout j acts with version j
         self.arrived = 0
-        self.frames_per_rollout = spec.envs * spec.steps * spec.env_info.frames_per_step
+        # slots learned from per update: every env's (barrier modes) or one async batch
+        self.slots_per_update = config.algo.batch_slots if self.mode.queued else spec.envs
+        self.frames_per_rollout = self.slots_per_update * spec.steps * spec.env_info.frames_per_step
         self.store = CheckpointStore(spec.checkpoint_dir, config.run.keep_checkpoints)
         self.pending_checkpoint: tuple[int, dict] | None = None  # waiting for the executors' env states
         self.last_checkpoint = (time.monotonic(), 0)  # (time, frames)
@@ -137,7 +139,7 @@ class Learner:
     def _advance(self, rollout: int) -> None:
         self.rollout = rollout
         self.stats[Stat.FRAMES] = rollout * self.frames_per_rollout
-        self.stats[Stat.AGENT_STEPS] = rollout * self.spec.envs * self.spec.steps
+        self.stats[Stat.AGENT_STEPS] = rollout * self.slots_per_update * self.spec.steps
 
     # ------------------------------------------------------------------ learning
 
@@ -152,7 +154,7 @@ class Learner:
     def check_lag(self, data_version: int) -> None:
         """The update about to be counted learns from data of ``data_version`` at θ of ``self.version``."""
         lag = self.version - data_version
-        if lag != self.mode.policy_lag:
+        if self.mode.policy_lag is not None and lag != self.mode.policy_lag:
             raise AssertionError(f"{self.mode.name} mode must learn with policy lag {self.mode.policy_lag}, got {lag}")
 
     def apply(self, grads: list[torch.Tensor], data_version: int) -> None:

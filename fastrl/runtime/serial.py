@@ -14,6 +14,7 @@ import torch
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag
 from fastrl.runtime.actor import Actor
+from fastrl.runtime.async_learner import AsyncLearner
 from fastrl.runtime.channels import Channels
 from fastrl.runtime.executor import Executor
 from fastrl.runtime.learner import Learner
@@ -35,7 +36,7 @@ def run_serial(
     try:
         executors = [Executor(spec, channels, buffers, i) for i in range(engine.executors)]
         actors = [Actor(spec, channels, buffers, i) for i in range(engine.actors)]
-        learner = Learner(spec, channels, buffers)
+        learner = (AsyncLearner if spec.mode.queued else Learner)(spec, channels, buffers)
         control.ready[:] = 1
         if telemetry is not None:
             telemetry.mark_ready()

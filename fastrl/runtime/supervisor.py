@@ -81,7 +81,8 @@ def plan_run(config: Config) -> RunPlan:
         raise ConfigError(f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
                           f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
     _check_device(engine.device)
-    shape = SlotShape(engine.envs * get_mode(engine.mode).storages, engine.rollout, info.obs_shape, info.obs_dtype)
+    slots = get_mode(engine.mode).slot_count(engine.envs, config.algo.batch_slots)
+    shape = SlotShape(slots, engine.rollout, info.obs_shape, info.obs_dtype)
     ids = WorkerIds(engine.executors, engine.actors, engine.learners)
     plan = BufferPlan(shape, n_params, engine.learners, ids.total)
     try:

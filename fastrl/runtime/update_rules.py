@@ -10,6 +10,8 @@ One small strategy per (algorithm, mode) so the learner's loop stays the same fo
                   the previous epochs produced, and the epochs on D(θ_j) start from those very
                   parameters θ_{j+1} while the envs fill the other storage; their result is
                   published at the next barrier (lag 1, the clipped ratio absorbs it).
+- ``Impala``      async: no barrier; ``learn`` takes one gathered batch of full slots (V-trace
+                  corrects the measured lag).
 - ``Collect``     no learning (benchmarks): same barriers and versions.
 
 ``barrier(storage, j, last, release)`` calls ``release()`` exactly once, when the envs may
@@ -27,6 +29,7 @@ import torch
 
 from csrc_free_kernels.gae import gae
 from fastrl.algos.a2c import a2c_loss, forward_storage, make_optimizer
+from fastrl.algos.impala import impala_loss
 from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.buffers.control import Stat
 from fastrl.runtime.faults import NonFiniteError
@@ -66,6 +69,23 @@ class Collect(UpdateRule):
         self.learner.version += 1
         release()
         return None
+
+    def learn(self, storage, batch: int) -> float:
+        return 0.0
+
+
+class Impala(UpdateRule):
+    """One IMPALA step per batch; the async learner counts the update and its measured lag."""
+
+    def learn(self, storage, batch: int) -> float:
+        learner, net = self.learner, self.learner.model
+        net.zero_grad(set_to_none=True)
+        loss, stats = impala_loss(net, storage, learner.algo, learner.device)
+        terms = (stats.policy_loss, stats.value_loss, stats.entropy)
+        self._check_finite(batch, *terms)
+        loss.backward()
+        self._record(*terms)
+        return learner.step(net, [p.grad if p.grad is not None else torch.zeros_like(p) for p in net.parameters()])
 
 
 class A2CSync(UpdateRule):
@@ -211,6 +231,8 @@ def make_rule(learner) -> UpdateRule:
     name, overlap = learner.algo.name, learner.mode.overlap
     if name == "none":
         return Collect(learner)
+    if name == "impala":
+        return Impala(learner)
     if name == "ppo":
         return PPO(learner, overlap)
     return A2CDelayed(learner) if overlap else A2CSync(learner)

@@ -13,6 +13,7 @@ import numpy as np
 def compile_kernels() -> None:
     from csrc_free_kernels.gae import gae
     from csrc_free_kernels.returns import nstep_returns
+    from csrc_free_kernels.vtrace import vtrace
     from csrc_free_kernels.sampling import sample_from_u
 
     # the learner: [N, T] views of [N, T + 1] storages, bootstrap a column of a [N, T + 1] array;
@@ -22,5 +23,6 @@ def compile_kernels() -> None:
         dones = np.zeros((n, 3), np.uint8)[:, :2]
         nstep_returns(rows[:, :2], dones, rows[:, 2], 0.99)
         gae(rows[:, :2], dones, rows, 0.99, 0.95)  # ppo: values of all T + 1 rows, contiguous
+        vtrace(rows[:, :2], np.zeros((n, 2), np.float32), rows[:, :2], dones, rows, 0.99, 1.0, 1.0, 1.0)  # impala
     # the actor: contiguous logits, gathered u, preallocated outputs
     sample_from_u(np.zeros((1, 2), np.float32), np.zeros(1), np.empty(1, np.int64), np.empty(1, np.float32))

@@ -87,6 +87,10 @@ def build_component(role: str, index: int, spec: RunSpec, channels: Channels, bu
         from fastrl.runtime.actor import Actor
 
         return Actor(spec, channels, buffers, index)
+    if spec.mode.queued:
+        from fastrl.runtime.async_learner import AsyncLearner
+
+        return AsyncLearner(spec, channels, buffers, index)
     from fastrl.runtime.learner import Learner
 
     return Learner(spec, channels, buffers, index)

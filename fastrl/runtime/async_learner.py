@@ -1,0 +1,80 @@
+"""The async (IMPALA) learner: no barrier; batches of full slots from a queue, V-trace, free them.
+
+At start every slot index goes onto the free queue and the executors get their only "go".
+Then: ``get_many`` up to ``algo.batch_slots`` full slots; gather them (a copy: the slots are
+wherever the envs left them, not contiguous) and put them back on the free queue at once; one
+IMPALA step; publish θ with the next version. The actors load whatever version is published when they
+act, so the data of a batch comes from several versions: the policy lag (learner version minus
+each step's behaviour version) is measured per batch and logged as its mean and max, never
+asserted. Timing decides which slots go into which batch, so an async run is not deterministic.
+
+A "rollout" here counts learner batches: frames = batches x batch_slots x T x frame skip (the
+frames learned from; the envs may be up to the free slots ahead). Checkpoints are written
+between batches and are never exact (the envs are mid-trajectory and keep no saved state): a
+resumed run goes on from θ, the optimizer and the counters, with freshly reset envs.
+"""
+from __future__ import annotations
+
+import time
+from queue import Empty
+
+from fastrl.buffers.control import Clock, Flag, Stat
+from fastrl.runtime.learner import Learner
+
+
+class AsyncLearner(Learner):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch: list[int] = []  # full slots taken so far towards the next batch
+
+    def start(self) -> None:
+        slots = list(range(self.buffers.slots.shape.slots))
+        self.channels.free.put_many(slots, timeout=self.spec.config.reliability.queue_timeout_s)
+        self._publish(go=True)
+
+    def poll(self, timeout: float) -> bool:
+        if self.finished:
+            return False
+        need = self.slots_per_update - len(self.batch)
+        started = time.perf_counter()
+        try:
+            self.batch += self.channels.full.get_many(block=timeout > 0, timeout=timeout, max_messages_to_get=need)
+        except Empty:
+            pass
+        self.timing[Clock.WAITING] += time.perf_counter() - started
+        if len(self.batch) < self.slots_per_update:
+            if self.control.is_set(Flag.FINISH):  # stopping: do not wait for a batch that may never fill
+                self._save("final")
+            return False
+        batch, self.batch = self.batch, []
+        begun = time.perf_counter()
+        self._learn(batch)
+        self.timing[Clock.LEARNING] += time.perf_counter() - begun
+        return True
+
+    def _learn(self, batch: list[int]) -> None:
+        storage = self.buffers.slots.gather(batch)  # a copy, so the slots can be freed at once
+        self.channels.free.put_many(batch, timeout=self.spec.config.reliability.queue_timeout_s)
+        lags = self.version - storage["version"][:, : self.spec.steps]
+        norm = self.rule.learn(storage, self.rollout)
+        self.count_update(self.version, norm)
+        self.stats[Stat.LAG_MEAN] = float(lags.mean())
+        self.stats[Stat.LAG_MAX] = float(lags.max())
+        self._advance(self.rollout + 1)
+        self._publish(go=False)
+        frames = int(self.stats[Stat.FRAMES])
+        if frames >= self.spec.config.run.total_frames or self.control.is_set(Flag.FINISH):
+            self._save("final")
+        elif self._checkpoint_due(frames):
+            self._save("periodic")
+
+    def _save(self, kind: str) -> None:
+        """Write a (never exact) checkpoint now; the last one also ends the run."""
+        checkpoint = self._checkpoint(kind)
+        checkpoint.update(exact=False, env_states=None)
+        self.store.save(checkpoint, self.rollout)
+        self.last_checkpoint = (time.monotonic(), checkpoint["frames"])
+        if kind == "final":
+            self.finished = True
+            self.control.set(Flag.SAVED)
+            self.control.set(Flag.COMPLETE)

@@ -1,0 +1,14 @@
+"""CartPole-v1 to a mean return of 475 with each shipped config (slow: minutes each on 2 cores)."""
+import pytest
+
+import fastrl
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("config", ["cartpole_sync", "cartpole_hts", "cartpole_ppo", "cartpole_hts_ppo",
+                                    "cartpole_impala"])
+def test_cartpole_reaches_475(tmp_path, config):
+    summary = fastrl.train(f"configs/{config}.toml", ["run.progress=false", f"run.dir='{tmp_path}'"],
+                           run_dir=tmp_path / config)
+    assert summary["final_return_mean"] >= 475, summary
