@@ -4,6 +4,7 @@ import numpy as np
 import torch
 from hypothesis import given, settings, strategies as st
 
+from csrc_free_kernels.gae import gae
 from csrc_free_kernels.returns import nstep_returns
 from csrc_free_kernels.vtrace import vtrace, vtrace_reference
 from fastrl.algos.vtrace import vtrace_torch
@@ -64,3 +65,13 @@ def test_torch_no_grad_through_inputs():
         args[i] = args[i].clone().requires_grad_(True)
     vs, pg = vtrace_torch(*args, 0.99, 1.0, 1.0)
     assert not vs.requires_grad and not pg.requires_grad
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(1, 12), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_on_policy_unclipped_with_lambda_is_the_lambda_return(seed, n_envs, horizon, gamma, lam):
+    """On-policy, rho_bar = c_bar = inf: v_s - V(x_s) is GAE(lambda), so v_s is the lambda-return."""
+    _, target, rewards, dones, values = random_batch(seed, n_envs, horizon)
+    advantages = gae(rewards, dones, values, gamma, lam)
+    for vs, _ in (vtrace(target, target, rewards, dones, values, gamma, math.inf, math.inf, lam),
+                  vtrace_reference(target, target, rewards, dones, values, gamma, math.inf, math.inf, lam)):
+        close(vs, advantages + values[:, :horizon])
