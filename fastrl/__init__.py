@@ -1,7 +1,8 @@
 """fastrl: a shared-memory, single-workstation, high-throughput deep-RL engine."""
 from fastrl.api import train
 from fastrl.config import Config, ConfigError, load_config
+from fastrl.evaluate import evaluate
 from fastrl.runtime.faults import RunFailed, RunInterrupted
 
-__all__ = ["Config", "ConfigError", "RunFailed", "RunInterrupted", "load_config", "train"]
+__all__ = ["Config", "ConfigError", "RunFailed", "RunInterrupted", "evaluate", "load_config", "train"]
 __version__ = "0.1.0"

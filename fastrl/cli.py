@@ -1,4 +1,4 @@
-"""The ``fastrl`` command: train, bench, cleanup, config.
+"""The ``fastrl`` command: train, eval, bench, cleanup, config.
 
 Exit codes: 0 done, 1 a fault ended the run, 2 bad input (before anything started),
 130 Ctrl-C, 143 SIGTERM.
@@ -39,6 +39,22 @@ def _train(args: argparse.Namespace) -> int:
         print("\nfastrl: interrupted before the run started.", file=sys.stderr)
         return 130
     print(json.dumps(summary))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from fastrl.evaluate import evaluate
+
+    try:
+        result = evaluate(args.target, episodes=args.episodes, params=args.params, seed=args.seed,
+                          greedy=args.greedy, max_steps=args.max_steps)
+    except ConfigError as exc:
+        print(f"fastrl: cannot evaluate: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("\nfastrl: evaluation interrupted.", file=sys.stderr)
+        return 130
+    print(json.dumps(result))
     return 0
 
 
@@ -94,6 +110,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", metavar="RUN_DIR", help="go on with a stopped run (or from one of its checkpoints/ckpt-*.pt files)"
     )
     train.set_defaults(func=_train)
+    evaluate = sub.add_parser("eval", help="play a trained policy for some episodes; prints its returns as JSON")
+    evaluate.add_argument("target", metavar="TARGET", help="run directory, its checkpoints/ folder or a checkpoint file")
+    evaluate.add_argument("--episodes", type=int, default=10, help="episodes to play (default 10)")
+    evaluate.add_argument(
+        "--params", default="auto", metavar="auto|average|learner-<i>",
+        help="which parameters: auto (the target's checkpoint), average or learner-<i> (gala runs)",
+    )
+    evaluate.add_argument("--seed", type=int, default=0, help="seeds the episodes' resets and sampled actions (default 0)")
+    evaluate.add_argument("--greedy", action="store_true", help="take the argmax action instead of sampling")
+    evaluate.add_argument("--max-steps", type=int, metavar="N", help="cut each episode after N agent steps")
+    evaluate.set_defaults(func=_eval)
     cleanup = sub.add_parser("cleanup", help="free the shared memory left in /dev/shm by runs that were killed")
     cleanup.set_defaults(func=_cleanup)
     bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")
