@@ -82,6 +82,10 @@ def _bench(args: argparse.Namespace) -> int:
 
         for row in measure(tuple(args.envs), args.frames, args.batch_slots, args.rollout):
             print(json.dumps(row), flush=True)
+    elif args.bench == "gala-straggler":
+        from fastrl.bench.gala_straggler import measure
+
+        print(json.dumps(measure(tuple(args.step_s), args.envs_per_learner, args.seconds, args.staleness)))
     else:
         from fastrl.bench.hts_speedup import measure
 
@@ -125,11 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.set_defaults(func=_cleanup)
     bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")
     benches = bench.add_subparsers(dest="bench", required=True)
-    from fastrl.bench import hts_speedup, policy_lag, sampling
+    from fastrl.bench import gala_straggler, hts_speedup, policy_lag, sampling
 
     sampling.add_arguments(benches.add_parser("sampling", help="engine vs raw emulator vs AtariVectorEnv"))
     hts_speedup.add_arguments(benches.add_parser("hts-speedup", help="sync vs hts on DelayEnv (HTS-RL Claim 1)"))
     policy_lag.add_arguments(benches.add_parser("policy-lag", help="async policy lag vs envs, next to hts and sync"))
+    gala_straggler.add_arguments(benches.add_parser("gala-straggler", help="gala ring vs allreduce with a slow learner"))
     bench.set_defaults(func=_bench)
     config = sub.add_parser("config", help="list every config key with its default and meaning")
     config.set_defaults(func=_config)

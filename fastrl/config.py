@@ -68,13 +68,15 @@ class EngineConfig:
     mode: str = _f(
         "hts",
         "how rollout and learning interleave: 'sync' (lockstep, lag 0), 'hts' (two storages, lag 1), "
-        "'async' (IMPALA: no barrier, measured lag; nondeterministic by nature)",
+        "'async' (IMPALA: no barrier, measured lag; nondeterministic by nature), "
+        "'gala' (engine.learners agents, each sync or hts on its share of the envs, gossiping parameters)",
         choices=MODES,
     )
     envs: int = _f(16, "total number of environments", min=1, max=1 << 20)
     executors: int = _f(1, "processes that step the envs (envs are split evenly)", min=1)
     actors: int = _f(1, "processes that run the policy forward", min=1)
-    learners: int = _f(1, "learner processes (more than one only in gala mode)", min=1)
+    learners: int = _f(1, "learner processes: 1, or the number of gala agents (each owns engine.envs / learners envs)",
+                       min=1, max=256)
     rollout: int = _f(5, "steps per env per rollout (T); in hts also the barrier interval alpha", min=1, max=1 << 20)
     inline_actors: bool = _f(
         False,
@@ -131,6 +133,31 @@ class AlgoConfig:
 
 
 @dataclass
+class GalaConfig:
+    """GALA (Assran et al. 2019): engine.learners agents that mix parameters after each local update."""
+
+    mixing: str = _f(
+        "ring",
+        "'ring': each agent averages its parameters with its in-peer's last message (directed ring, non-blocking); "
+        "'allreduce': gradients averaged over all agents every update (one big A2C, learners stay identical); "
+        "'none': independent agents",
+        choices=("ring", "allreduce", "none"),
+    )
+    base: str = _f("sync", "each agent's schedule on its envs: 'sync' (A2C) or 'hts' (HTS-RL)", choices=("sync", "hts"))
+    max_staleness: int = _f(
+        8,
+        "tau': an agent blocks only when more than this many of its updates passed without a new message from its "
+        "in-peer (ring); a faster agent runs at most tau'+1 updates per update of its in-peer",
+        min=0, max=1 << 20,
+    )
+    deterministic: bool = _f(
+        False,
+        "fixed gossip schedule: update k mixes the in-peer's message of update k (a sender waits until it is read), "
+        "so the run is bit-reproducible across executor/actor counts",
+    )
+
+
+@dataclass
 class ModelConfig:
     name: str = _f("auto", "'auto', 'mlp', 'nature', 'shallow', 'impala', 'random' (uniform) or 'package.module:factory'")
     hidden: list[int] = _f([64, 64], "hidden layer sizes of the mlp", item_range=(1, 1 << 16))
@@ -178,6 +205,7 @@ class Config:
     env: EnvConfig = _f(EnvConfig(), "environment")
     engine: EngineConfig = _f(EngineConfig(), "processes and buffers")
     algo: AlgoConfig = _f(AlgoConfig(), "learning algorithm")
+    gala: GalaConfig = _f(GalaConfig(), "gala mode: gossip between learners")
     model: ModelConfig = _f(ModelConfig(), "policy network")
     run: RunConfig = _f(RunConfig(), "seed, budget, logging")
     reliability: ReliabilityConfig = _f(ReliabilityConfig(), "timeouts and the watchdog")
@@ -370,8 +398,6 @@ def validate(config: Config) -> None:
             f"engine.inline_actors = true runs one actor inside each executor: set engine.actors = engine.executors "
             f"(now {engine.actors} and {engine.executors})"
         )
-    if engine.mode == "gala":
-        raise ConfigError("engine.mode = 'gala' is not available yet; use 'sync', 'hts' or 'async'")
     name = config.algo.name
     if engine.mode == "async" and name not in ("impala", "none"):
         raise ConfigError(f"engine.mode = 'async' learns with algo.name = 'impala' (V-trace corrects its lag), not {name!r}")
@@ -382,8 +408,24 @@ def validate(config: Config) -> None:
             f"algo.minibatches = {config.algo.minibatches} is more than the {engine.envs * engine.rollout} steps "
             f"of a storage (engine.envs x engine.rollout)"
         )
-    if engine.learners != 1:
-        raise ConfigError("engine.learners > 1 needs engine.mode = 'gala', which is not available yet")
+    if engine.mode == "gala":
+        _validate_gala(config)
+    elif engine.learners != 1:
+        raise ConfigError(f"engine.learners = {engine.learners} needs engine.mode = 'gala' (the other modes have one learner)")
+
+
+def _validate_gala(config: Config) -> None:
+    engine = config.engine
+    if engine.learners < 2:
+        raise ConfigError("engine.mode = 'gala' needs engine.learners >= 2 (the number of gossiping agents)")
+    if engine.envs % engine.learners:
+        raise ConfigError(f"engine.envs = {engine.envs} must be a multiple of engine.learners = {engine.learners}: "
+                          "each gala agent owns an equal share of the envs")
+    if config.algo.name not in ("a2c", "none"):
+        raise ConfigError(f"engine.mode = 'gala' learns with algo.name = 'a2c' (GALA-A2C), not {config.algo.name!r}")
+    if engine.serial:
+        raise ConfigError("engine.serial = true cannot run gala: its learners wait on each other's messages, "
+                          "so they need processes of their own")
 
 
 def field_docs(cls: type = Config, prefix: str = "") -> list[tuple[str, Any, str]]:

@@ -45,6 +45,12 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
     if not config_path.is_file():
         raise ConfigError(f"cannot resume {str(run_dir)!r}: it has no config.toml")
     saved, config = load_config(config_path), load_config(config_path, overrides)
+    if saved.engine.mode == "gala":
+        raise ConfigError(
+            f"cannot resume {str(run_dir)!r}: resuming a gala run is not supported (its learners stop at different "
+            "rollouts, so there is no one barrier to go on from); each learner's last parameters are in "
+            "checkpoints/learner-<i>/latest.pt and their average in checkpoints/latest.pt"
+        )
     _check_unchanged(saved, config)
     try:
         checkpoint = load_checkpoint(path)

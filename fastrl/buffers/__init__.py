@@ -11,7 +11,11 @@ from fastrl.buffers.slots import SlotShape, TrajectorySlots
 
 def param_arrays(n_params: int, learners: int) -> list[tuple[str, tuple[int, ...], str]]:
     # header rows are 8 int64 = one cache line per learner: [seqlock counter, version, ...]
-    return [("params", (learners, n_params), "float32"), ("param_header", (learners, 8), "int64")]
+    arrays = [("params", (learners, n_params), "float32"), ("params_header", (learners, 8), "int64")]
+    if learners > 1:  # gala: each learner's outgoing message, and gradients for allreduce (two iterations' worth)
+        arrays += [("mailbox", (learners, n_params), "float32"), ("mailbox_header", (learners, 8), "int64"),
+                   ("allreduce", (2, learners, n_params), "float32"), ("allreduce_header", (learners, 8), "int64")]
+    return arrays
 
 
 @dataclass(frozen=True)
@@ -40,11 +44,11 @@ class RunBuffers:
         self.slots = TrajectorySlots(arena.arrays, plan.slot_shape)
         self.control = Control(arena.arrays)
 
-    def shared_params(self, learner: int = 0):
-        """The learner's published weights (imports torch, so executors never call it)."""
+    def shared_params(self, learner: int = 0, name: str = "params"):
+        """The learner's published weights, or its gala ``mailbox`` (imports torch, so executors never call it)."""
         from fastrl.buffers.params import SharedParams
 
-        return SharedParams(self.arena.arrays, learner)
+        return SharedParams(self.arena.arrays, learner, name)
 
     @classmethod
     def create(cls, plan: BufferPlan) -> "RunBuffers":

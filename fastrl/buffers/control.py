@@ -14,9 +14,14 @@ import numpy as np
 
 class Flag(IntEnum):
     STOP = 0  # main -> everyone: leave your loop now
-    COMPLETE = 1  # learner -> main: the frame budget is spent, final checkpoint written
     FINISH = 2  # main -> learner: finish at the next update (target return reached, Ctrl-C)
-    SAVED = 3  # learner -> main: its last checkpoint is written (final, or of the last good state on a stop)
+
+
+class Done(IntEnum):
+    """Columns of a learner's completion row (the run is complete or saved when every learner's is)."""
+
+    COMPLETE = 0  # its frame budget is spent, final checkpoint written
+    SAVED = 1  # its last checkpoint is written (final, or of the last good state on a stop)
 
 
 class Clock(IntEnum):
@@ -41,6 +46,18 @@ class Stat(IntEnum):
     LAG_MEAN = 7
     LAG_MAX = 8
     AGENT_STEPS = 9
+    # gala
+    UPDATE_NORM = 10  # ‖θ after − θ before‖ of the last optimizer step
+    MAX_UPDATE_NORM = 11  # the largest so far (L of the consensus bound)
+    CONSENSUS = 12  # ‖x_i − x̄‖ after the last mix, x̄ the average of every learner's published θ
+    BOUND = 13  # the bound on that distance computed from the update norms (fastrl.algos.gossip)
+    MIXES = 14  # messages mixed
+    GOSSIP_WAIT_S = 15  # seconds blocked on peers
+    STALENESS = 16  # the most consecutive updates without a new message from the in-peer
+    MESSAGE_AGE = 17  # this learner's update minus the update of the in-peer's message it last mixed
+
+
+STAT_COLUMNS = 24
 
 
 class Activity(IntEnum):
@@ -68,7 +85,8 @@ def control_arrays(workers: int, learners: int) -> list[tuple[str, tuple[int, ..
         ("heartbeat", (workers,), "float64"),
         ("ready", (workers,), "int64"),
         ("timing", (workers, len(Clock)), "float64"),
-        ("learner_stats", (learners, 16), "float64"),
+        ("learner_stats", (learners, STAT_COLUMNS), "float64"),
+        ("learner_done", (learners, len(Done)), "int64"),
         ("activity", (workers, ACTIVITY_COLUMNS), "int64"),
         # env-state saves at a checkpoint barrier: [0] = rollout + 1 the learner asks for,
         # [1 + w] = rollout + 1 worker w last saved (0: none)
@@ -83,6 +101,7 @@ class Control:
         self.ready = arrays["ready"]
         self.timing = arrays["timing"]
         self.learner_stats = arrays["learner_stats"]
+        self.learner_done = arrays["learner_done"]
         self.activity = arrays["activity"]
         self.env_saves = arrays["env_saves"]
 
@@ -91,6 +110,21 @@ class Control:
 
     def is_set(self, flag: Flag) -> bool:
         return bool(self.flags[flag])
+
+    def mark_learner(self, learner: int, what: Done) -> None:
+        self.learner_done[learner, what] = 1
+
+    def all_learners(self, what: Done) -> bool:
+        return bool(self.learner_done[:, what].all())
+
+    @property
+    def complete(self) -> bool:
+        """Every learner spent its frame budget and wrote its final checkpoint."""
+        return self.all_learners(Done.COMPLETE)
+
+    @property
+    def saved(self) -> bool:
+        return self.all_learners(Done.SAVED)
 
     def beat(self, worker: int) -> None:
         self.heartbeat[worker] = time.monotonic()

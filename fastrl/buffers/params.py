@@ -1,6 +1,7 @@
 """Shared policy weights with a version number that actors poll.
 
-One flat float32 vector per learner. Writes are guarded by a sequence counter (a seqlock):
+One flat float32 vector per learner (``params``: what actors act with; gala's ``mailbox``:
+the half-step a learner sends its out-peer, its version the update that produced it). Writes are guarded by a sequence counter (a seqlock):
 the writer makes it odd, copies, stores the version and makes it even again; a reader that
 sees an odd or changed counter retries. So a reader never uses a half-written set of weights,
 and no lock is held across processes.
@@ -20,9 +21,9 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 class SharedParams:
-    def __init__(self, arrays: dict[str, np.ndarray], learner: int = 0):
-        self.flat = torch.from_numpy(arrays["params"][learner])
-        self.header = arrays["param_header"][learner]
+    def __init__(self, arrays: dict[str, np.ndarray], learner: int = 0, name: str = "params"):
+        self.flat = torch.from_numpy(arrays[name][learner])
+        self.header = arrays[f"{name}_header"][learner]
 
     def _views(self, model: torch.nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
         pairs, offset = [], 0
@@ -67,6 +68,19 @@ class SharedParams:
             if int(self.header[SEQ]) == seq:
                 return version
         return None
+
+    @torch.no_grad()
+    def read_flat(self, out: torch.Tensor) -> int:
+        """A consistent copy of the whole vector into ``out``; returns its version."""
+        while True:
+            seq = int(self.header[SEQ])
+            if seq & 1:
+                time.sleep(0)
+                continue
+            version = int(self.header[VERSION])
+            out.copy_(self.flat)
+            if int(self.header[SEQ]) == seq:
+                return version
 
     @torch.no_grad()
     def load_into(self, model: torch.nn.Module, have_version: int) -> int:

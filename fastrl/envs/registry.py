@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 import importlib
 from dataclasses import dataclass
 
@@ -57,12 +58,27 @@ def _load_factory(spec: str):
     )
 
 
-def make_env(config: EnvConfig):
-    """Build one env adapter; its randomness comes only from the seeds passed to ``reset``."""
+def _parameters(factory) -> set[str]:
+    try:
+        return set(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def make_env(config: EnvConfig, env_index: int = 0):
+    """Build one env adapter; its randomness comes only from the seeds passed to ``reset``.
+
+    A ``module:factory`` that takes an ``env_index`` argument gets the env's global index, so
+    envs can differ by index (e.g. gala's straggler benchmark gives one learner's envs slow steps).
+    """
     register_fastrl_envs()
     env_id = config.id
     if ":" in env_id:
-        env = _load_factory(env_id)(**config.kwargs)
+        factory = _load_factory(env_id)
+        kwargs = dict(config.kwargs)
+        if "env_index" in _parameters(factory):
+            kwargs["env_index"] = env_index
+        env = factory(**kwargs)
         if not isinstance(env, gym.Env):
             raise UnsupportedEnvError(f"env.id = {env_id!r}: the factory returned {type(env).__name__}, not a gymnasium.Env")
         return GymEnv(env_id, env)

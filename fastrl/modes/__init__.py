@@ -13,7 +13,7 @@ free slot only when the learner falls more than a batch behind.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -49,4 +49,12 @@ def get_mode(name: str) -> ModeSpec:
     try:
         return MODES[name]
     except KeyError:
-        raise ValueError(f"engine.mode = {name!r} is not implemented; available: {', '.join(MODES)}") from None
+        raise ValueError(f"engine.mode = {name!r} is not implemented; available: {', '.join(MODES)}, gala") from None
+
+
+def mode_of(config) -> ModeSpec:
+    """The slot schedule of a run: its mode's, or for ``gala`` its base mode's, named after both."""
+    engine = config.engine
+    if engine.mode == "gala":
+        return replace(get_mode(config.gala.base), name=f"gala ({config.gala.base})")
+    return get_mode(engine.mode)

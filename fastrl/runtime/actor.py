@@ -3,9 +3,14 @@
 Sampling uses the random number the executor wrote beside each observation (inverse CDF on
 the CPU), and the forward runs in fixed-size micro-batches, so each row's action depends only
 on its own observation and weights, never on what else happened to be in the batch.
+
+An actor serves every learner (gala has several): a request names an env, the env names its
+learner, and each learner's rows are forwarded with that learner's weights. In lockstep
+(``sync``) an actor waits for all of one learner's envs it serves, never for another learner's.
 """
 from __future__ import annotations
 
+import copy
 import time
 from queue import Empty
 
@@ -39,15 +44,19 @@ class Actor:
         engine = spec.config.engine
         self.spec, self.channels, self.index = spec, channels, index
         self.envs_total = spec.envs
-        self.served = len(split(spec.envs, engine.actors)[index])
+        served = split(spec.envs, engine.actors)[index]
+        self.served = len(served)
         self.lockstep = spec.mode.lockstep
+        self.learner_of = owner_of(spec.envs, spec.learners)
+        self.served_of_learner = np.bincount(self.learner_of[served], minlength=spec.learners)
         self.executor_of = owner_of(spec.envs, engine.executors)
         self.device = resolve_device(engine.device)
         self.micro_batch = engine.micro_batch
         self.model = build_policy(spec).to(self.device).eval()
         self.reads_observations = getattr(self.model, "reads_observations", True)
-        self.params = buffers.shared_params(0)
-        self.version = -1
+        self.models = [self.model] + [copy.deepcopy(self.model) for _ in range(spec.learners - 1)]
+        self.params = [buffers.shared_params(learner) for learner in range(spec.learners)]
+        self.versions = [-1] * spec.learners
         rows = buffers.slots.rows
         self.obs, self.u = rows["obs"], rows["u"]
         self.action, self.logp, self.value, self.stamp = rows["action"], rows["logp"], rows["value"], rows["version"]
@@ -57,7 +66,7 @@ class Actor:
         self.obs_batch = torch.empty((self.served, *spec.env_info.obs_shape), dtype=obs_dtype, pin_memory=pinned)
         self.actions = np.empty(self.served, np.int64)
         self.logps = np.empty(self.served, np.float32)
-        self.pending: list[int] = []
+        self.pending: list[list[int]] = [[] for _ in range(spec.learners)]
         self._warm_up()
         self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).actor(index)]
 
@@ -70,32 +79,42 @@ class Actor:
     def poll(self, timeout: float) -> bool:
         started = time.perf_counter()
         try:
-            self.pending += self.channels.requests[self.index].get_many(block=timeout > 0, timeout=timeout)
+            messages = self.channels.requests[self.index].get_many(block=timeout > 0, timeout=timeout)
         except Empty:
-            pass
+            messages = []
         self.timing[Clock.WAITING] += time.perf_counter() - started
-        if not self.pending or (self.lockstep and len(self.pending) < self.served):
-            return False
-        batch, self.pending = self.pending, []
+        if len(self.pending) == 1:
+            self.pending[0] += messages
+        else:
+            for message in messages:
+                self.pending[self.learner_of[message % self.envs_total]].append(message)
         begun = time.perf_counter()
-        self._act(np.sort(np.asarray(batch, np.int64)))
-        self.timing[Clock.INFERENCE] += time.perf_counter() - begun
-        return True
+        acted = False
+        for learner, batch in enumerate(self.pending):
+            if not batch or (self.lockstep and len(batch) < self.served_of_learner[learner]):
+                continue
+            self.pending[learner] = []
+            self._act(np.sort(np.asarray(batch, np.int64)), learner)
+            acted = True
+        if acted:
+            self.timing[Clock.INFERENCE] += time.perf_counter() - begun
+        return acted
 
     @torch.inference_mode()
-    def _act(self, messages: np.ndarray) -> None:
+    def _act(self, messages: np.ndarray, learner: int) -> None:
         rows, envs = np.divmod(messages, self.envs_total)
         n = len(rows)
         obs = self.obs_batch[:n]
         if self.reads_observations:
             np.take(self.obs, rows, axis=0, out=obs.numpy())
-        self.version = self.params.load_into(self.model, self.version)
-        logits, value = forward_microbatched(self.model, obs.to(self.device, non_blocking=True), self.micro_batch)
+        model = self.models[learner]
+        version = self.versions[learner] = self.params[learner].load_into(model, self.versions[learner])
+        logits, value = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch)
         actions, logps = sample_from_u(logits.float().cpu().numpy(), self.u[rows], self.actions[:n], self.logps[:n])
         self.action[rows] = actions
         self.logp[rows] = logps
         self.value[rows] = value.float().cpu().numpy()
-        self.stamp[rows] = self.version
+        self.stamp[rows] = version
         self._release(envs)
 
     def _release(self, envs: np.ndarray) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from queue import Empty
 
-from fastrl.buffers.control import Clock, Flag, Stat
+from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.runtime.learner import Learner
 
 
@@ -76,5 +76,5 @@ class AsyncLearner(Learner):
         self.last_checkpoint = (time.monotonic(), checkpoint["frames"])
         if kind == "final":
             self.finished = True
-            self.control.set(Flag.SAVED)
-            self.control.set(Flag.COMPLETE)
+            self.control.mark_learner(self.index, Done.SAVED)
+            self.control.mark_learner(self.index, Done.COMPLETE)

@@ -3,8 +3,9 @@
 Messages (all ints, so a batch is one cheap ``put_many``):
 - request, executor -> actor: ``row * envs + env`` — env's observation at flat ``row`` is ready.
 - inbox, actor -> executor: ``env`` — the action for env's current row is written.
-- inbox, learner -> executor: ``-(rollout + 1)`` — start rollout ``rollout``.
-- rollout_done, executor -> learner: ``env`` — env finished its current rollout.
+- inbox, learner -> executor: ``-(rollout * learners + learner + 1)`` — start rollout ``rollout``
+  for the envs of ``learner`` (gala has several learners at their own paces; else learner 0).
+- rollout_done[learner], executor -> learner: ``env`` — env finished its current rollout.
 - free, learner -> executors (async): ``slot`` — an empty trajectory slot any env may fill.
 - full, executor -> learner (async): ``slot`` — a slot holding T fresh steps.
 - episodes, executor -> main: ``(env, return, length)`` of a finished episode.
@@ -42,30 +43,31 @@ def decode_request(message: int, envs: int) -> tuple[int, int]:
     return env, row
 
 
-def encode_go(rollout: int) -> int:
-    return -(rollout + 1)
+def encode_go(rollout: int, learner: int = 0, learners: int = 1) -> int:
+    return -(rollout * learners + learner + 1)
 
 
-def decode_go(message: int) -> int:
-    return -message - 1
+def decode_go(message: int, learners: int = 1) -> tuple[int, int]:
+    """-> (rollout, learner)"""
+    return divmod(-message - 1, learners)
 
 
 @dataclass
 class Channels:
     requests: list[Queue]
     inboxes: list[Queue]
-    rollout_done: Queue
+    rollout_done: list[Queue]
     free: Queue
     full: Queue
     episodes: Queue
     errors: Queue
 
     @classmethod
-    def create(cls, actors: int, executors: int) -> "Channels":
+    def create(cls, actors: int, executors: int, learners: int = 1) -> "Channels":
         return cls(
             requests=[int_queue() for _ in range(actors)],
             inboxes=[int_queue() for _ in range(executors)],
-            rollout_done=int_queue(),
+            rollout_done=[int_queue() for _ in range(learners)],
             free=int_queue(),
             full=int_queue(),
             episodes=Queue(QUEUE_BYTES),
@@ -73,7 +75,7 @@ class Channels:
         )
 
     def all(self) -> list[Queue]:
-        return [*self.requests, *self.inboxes, self.rollout_done, self.free, self.full, self.episodes, self.errors]
+        return [*self.requests, *self.inboxes, *self.rollout_done, self.free, self.full, self.episodes, self.errors]
 
     def close(self) -> None:
         for q in self.all():

@@ -59,7 +59,11 @@ class Executor:
         self.env_list = [int(e) for e in self.env_ids]
         self.local_of = {int(e): i for i, e in enumerate(self.env_ids)}
         self.actor_of = owner_of(spec.envs, engine.actors)
-        self.envs = [make_env(spec.config.env) for e in self.env_ids]
+        self.learners = spec.learners
+        self.learner_of = owner_of(spec.envs, spec.learners)  # gala: each learner starts its own envs' rollouts
+        self.local_of_learner = [[i for i, e in enumerate(self.env_list) if self.learner_of[e] == learner]
+                                 for learner in range(spec.learners)]
+        self.envs = [make_env(spec.config.env, int(e)) for e in self.env_ids]
         n = len(self.env_ids)
         self.row = np.zeros(n, np.int64)  # flat row of each env's current observation
         self.t = np.zeros(n, np.int64)  # step within the rollout
@@ -78,7 +82,7 @@ class Executor:
         self.step_delay_s = engine.step_delay_s
         self.group_size = max(1, -(-n // engine.env_groups))
         self.pending_requests = 0
-        self.rollout = -1
+        self.rollouts = [-1] * spec.learners  # the rollout each learner's envs are filling
         self.saved_rollout = -1
         self.first_rollout = spec.resume.rollout if spec.resume else 0
         # async: envs waiting for a free slot (local indices, in order), whether each has begun,
@@ -126,7 +130,7 @@ class Executor:
         episodes: list[tuple[int, float, int]] = []
         for message in messages:
             if message < 0:
-                self._start_rollout(decode_go(message), requests)
+                self._start_rollout(*decode_go(message, self.learners), requests)
             else:
                 self._step(self.local_of[message], requests, finished, episodes)
                 if self.pending_requests >= self.group_size:
@@ -134,9 +138,7 @@ class Executor:
         self._flush(requests)
         timeout = self.spec.config.reliability.queue_timeout_s
         if finished:
-            (self.channels.full if self.queued else self.channels.rollout_done).put_many(finished, timeout=timeout)
-            if self.waiting:
-                self._take_free_slots(0)
+            self._report_finished(finished, timeout)
         if episodes:
             self.channels.episodes.put_many(episodes, timeout=timeout)
         self.timing[Clock.ENV] += time.perf_counter() - begun
@@ -150,6 +152,21 @@ class Executor:
                 batch.clear()
         self.pending_requests = 0
 
+    def _report_finished(self, finished: list[int], timeout: float) -> None:
+        """Full slots (async) or envs done with their rollout, to whichever learner owns them."""
+        if self.queued:
+            self.channels.full.put_many(finished, timeout=timeout)
+            if self.waiting:
+                self._take_free_slots(0)
+            return
+        if self.learners == 1:
+            self.channels.rollout_done[0].put_many(finished, timeout=timeout)
+            return
+        owners = self.learner_of[finished]
+        for learner in np.unique(owners):
+            self.channels.rollout_done[learner].put_many([e for e, o in zip(finished, owners) if o == learner],
+                                                         timeout=timeout)
+
     def _announce(self, i: int, row: int, requests: dict[int, list[int]]) -> None:
         self.u[row] = self.rngs[i].random()
         self.row[i] = row
@@ -157,14 +174,14 @@ class Executor:
         requests.setdefault(int(self.actor_of[env]), []).append(encode_request(env, row, self.envs_total))
         self.pending_requests += 1
 
-    def _start_rollout(self, rollout: int, requests: dict[int, list[int]]) -> None:
-        self.rollout = rollout
+    def _start_rollout(self, rollout: int, learner: int, requests: dict[int, list[int]]) -> None:
+        self.rollouts[learner] = rollout
         if self.queued:  # the only "go" of an async run: every env takes a free slot
             self.waiting = list(range(len(self.env_list)))
             self._take_free_slots(0, requests)
             return
-        for i, env in enumerate(self.env_ids):
-            row = self.mode.slot(int(env), rollout, self.envs_total) * (self.steps + 1)
+        for i in self.local_of_learner[learner]:
+            row = self.mode.slot(self.env_list[i], rollout, self.envs_total) * (self.steps + 1)
             if rollout == self.first_rollout:
                 self._begin(i, row)
             else:
@@ -297,14 +314,14 @@ class Executor:
         call = f"step(action={action})" if phase == "step" else "reset()"
         return (
             f"env {self.env_id!r} #{int(self.env_ids[i])} on {self.name} {what}, in {call} at step "
-            f"{int(self.episode_length[i])} of its episode (rollout {self.rollout})"
+            f"{int(self.episode_length[i])} of its episode (rollout {self.rollouts[self.learner_of[self.env_list[i]]]})"
         )
 
     # ------------------------------------------------------------------ checkpoints
 
     def _save_env_states(self, rollout: int) -> None:
         """At a barrier every env is parked after its last step: save what resuming needs to go on exactly."""
-        if not (self.t == self.steps).all() or self.rollout != rollout - 1:
+        if not (self.t == self.steps).all() or self.rollouts[0] != rollout - 1:
             raise RuntimeError(f"{self.name}: asked to save env states for rollout {rollout} while not parked")
         states = {int(e): self._env_state(i) for i, e in enumerate(self.env_ids)}
         write_env_states(self.store.env_dir(rollout), self.name, states)

@@ -27,6 +27,10 @@ class NonFiniteError(FloatingPointError):
     """NaN or inf in the loss, the gradients or the parameters; the bad update was not published."""
 
 
+class StopRequested(Exception):
+    """The stop flag was raised while a worker was waiting inside a step (a gala peer): leave cleanly."""
+
+
 @dataclass
 class Fault:
     """Why a run stopped: ``what`` one sentence naming the worker, ``details`` a traceback or stack."""

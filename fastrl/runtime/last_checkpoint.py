@@ -1,16 +1,20 @@
 """After the workers are gone: make sure ``latest.pt`` holds the last good parameters.
 
 The learner writes that checkpoint itself whenever it can (``Learner.shutdown``) and then
-sets ``Flag.SAVED``. When it could not (killed, stuck, or a forced stop), the main process
+marks itself ``Done.SAVED``. When it could not (killed, stuck, or a forced stop), the main process
 writes one from the weights the learner last published into the shared parameter buffer:
 parameters, counters and the config, no optimizer state (a resumed run starts a fresh one).
+
+``gala``: the same for each learner in ``checkpoints/learner-<i>/``; then ``checkpoints/latest.pt``
+gets the average of the learners' last parameters (``model``), with a ``gala`` entry naming the
+learners' own checkpoints. ``fastrl eval --params average|learner-<i>`` picks between them.
 """
 from __future__ import annotations
 
 import logging
 
 from fastrl.buffers import RunBuffers
-from fastrl.buffers.control import Flag, Stat
+from fastrl.buffers.control import Done, Stat
 from fastrl.checkpoint import CheckpointStore, load_checkpoint
 from fastrl.run_dir import RunDir
 from fastrl.runtime.faults import Outcome
@@ -23,7 +27,10 @@ def ensure_checkpoint(spec: RunSpec, buffers: RunBuffers, run_dir: RunDir, allow
     """``allowed`` False (a forced stop): write nothing, report what is there."""
     store = CheckpointStore(spec.checkpoint_dir, spec.config.run.keep_checkpoints)
     reason = "the run was forced to stop before one was written"
-    if allowed and not buffers.control.is_set(Flag.SAVED):
+    if spec.gala:
+        if allowed:
+            reason = _save_gala(spec, buffers, store) or reason
+    elif allowed and not buffers.control.saved:
         reason = _save_from_shared_params(spec, buffers, store) or reason
     if not store.latest.exists():
         return Outcome(str(run_dir.path), None, reason)
@@ -34,16 +41,54 @@ def ensure_checkpoint(spec: RunSpec, buffers: RunBuffers, run_dir: RunDir, allow
     return Outcome(str(run_dir.path), str(store.latest), note, bool(checkpoint.get("exact")))
 
 
-def _save_from_shared_params(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore) -> str | None:
+def _save_gala(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore) -> str | None:
+    """Each learner's last good state (its own, or from its shared weights), then their average on top."""
+    import torch
+
+    checkpoints = []
+    for learner in range(spec.learners):
+        own = CheckpointStore(f"{spec.checkpoint_dir}/learner-{learner}", spec.config.run.keep_checkpoints)
+        if not buffers.control.learner_done[learner, Done.SAVED]:
+            _save_from_shared_params(spec, buffers, own, learner)
+        if not own.latest.exists():
+            return f"learner-{learner} never published weights"
+        checkpoints.append((own.latest, load_checkpoint(own.latest)))
+    models = [c["model"] for _, c in checkpoints]
+    average = {k: torch.stack([m[k].double() for m in models]).mean(0).to(models[0][k].dtype) for k in models[0]}
+    rollout = max(c["rollout"] for _, c in checkpoints)
+    store.save({
+        "format": 1,
+        "kind": "gala-average",
+        "model": average,
+        "optimizer": None,
+        "version": min(c["version"] for _, c in checkpoints),
+        "rollout": rollout,
+        "updates": sum(c["updates"] for _, c in checkpoints),
+        "frames": sum(c["frames"] for _, c in checkpoints),
+        "config": spec.config.to_dict(),
+        "exact": False,
+        "env_states": None,
+        "resume": None,
+        "gala": {
+            "learners": spec.learners,
+            "mixing": spec.config.gala.mixing,
+            "learner_checkpoints": [str(path.relative_to(store.directory)) for path, _ in checkpoints],
+            "learner_versions": [c["version"] for _, c in checkpoints],
+        },
+    }, rollout)
+    return None
+
+
+def _save_from_shared_params(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore, learner: int = 0) -> str | None:
     """Write the last published weights as a checkpoint; None, or why it could not."""
     from fastrl.runtime.actor import build_policy
 
     model = build_policy(spec)
-    version = buffers.shared_params(0).snapshot_into(model)
+    version = buffers.shared_params(learner).snapshot_into(model)
     if version is None:
         return "the learner never published weights, or died while publishing them"
-    stats = buffers.control.learner_stats[0]
-    slots_per_update = spec.config.algo.batch_slots if spec.mode.queued else spec.envs
+    stats = buffers.control.learner_stats[learner]
+    slots_per_update = spec.config.algo.batch_slots if spec.mode.queued else len(spec.learner_envs(learner))
     state = {
         "model": model.state_dict(),
         "optimizer": None,

@@ -14,6 +14,11 @@ run can go on from, so whatever stops the run, ``shutdown`` saves it: the last g
 parameters. A non-finite loss, gradient or parameter raises ``NonFiniteError`` before the bad
 update is published (parameters restored). Checkpoint barriers (periodic, and the last one)
 hold the envs until the executors have saved their states: resuming there is exact.
+
+``gala``: each learner owns a contiguous share of the envs and its own storage rows; after
+its local step it gossips (``fastrl.runtime.gossip``: the ring's mix before publishing, or
+allreduce's gradient average before the step). Its checkpoints go to
+``checkpoints/learner-<i>/`` at once (never exact: the learners are at different rollouts).
 """
 from __future__ import annotations
 
@@ -28,12 +33,13 @@ import torch
 
 from fastrl.algos.a2c import a2c_loss, make_optimizer
 from fastrl.buffers import RunBuffers
-from fastrl.buffers.control import Clock, Flag, Stat
+from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.checkpoint import CheckpointStore, load_checkpoint
 from fastrl.runtime.actor import build_policy, resolve_device
 from fastrl.runtime.channels import Channels, encode_go
 from fastrl.runtime.faults import NonFiniteError
-from fastrl.runtime.spec import RunSpec, WorkerIds
+from fastrl.runtime.gossip import Gossip, PeerFinished
+from fastrl.runtime.spec import RunSpec, WorkerIds, owner_of
 from fastrl.runtime.update_rules import make_rule
 from fastrl.seeding import model_seed
 
@@ -53,22 +59,30 @@ class Learner:
         torch.manual_seed(model_seed(config.run.seed))
         self.model = build_policy(spec).to(self.device)
         self.optimizer = make_optimizer(self.model, self.algo)
+        self.index = index
         self.params = buffers.shared_params(index)
         self.control = buffers.control
         self.stats = buffers.control.learner_stats[index]
-        self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).learner(index)]
+        worker = WorkerIds(engine.executors, engine.actors, engine.learners).learner(index)
+        self.timing = buffers.control.timing[worker]
         self.executor_workers = range(engine.executors)  # their worker ids, for the env-state saves
+        self.owned = spec.learner_envs(index)  # every env, or this gala learner's share
+        owners = owner_of(spec.envs, engine.executors)
+        self.executors = sorted({int(owners[e]) for e in self.owned})  # whose envs this learner starts
         self.rollout = 0  # the rollout the envs are filling
         self.version = 0  # of self.model; rollout j acts with version j
         self.arrived = 0
-        # slots learned from per update: every env's (barrier modes) or one async batch
-        self.slots_per_update = config.algo.batch_slots if self.mode.queued else spec.envs
+        # slots learned from per update: every owned env's (barrier modes) or one async batch
+        self.slots_per_update = config.algo.batch_slots if self.mode.queued else len(self.owned)
         self.frames_per_rollout = self.slots_per_update * spec.steps * spec.env_info.frames_per_step
-        self.store = CheckpointStore(spec.checkpoint_dir, config.run.keep_checkpoints)
+        self.frame_budget = config.run.total_frames // spec.learners  # gala: an equal share each
+        directory = f"{spec.checkpoint_dir}/learner-{index}" if spec.gala else spec.checkpoint_dir
+        self.store = CheckpointStore(directory, config.run.keep_checkpoints)
         self.pending_checkpoint: tuple[int, dict] | None = None  # waiting for the executors' env states
         self.last_checkpoint = (time.monotonic(), 0)  # (time, frames)
         self.finished = False
         self.rule = make_rule(self)  # what a barrier does with the storage (may rebind the optimizer)
+        self.gossip = Gossip(spec, buffers, index, self.model, worker) if spec.gala else None
         self._warm_up()
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
@@ -98,6 +112,10 @@ class Learner:
 
     def start(self) -> None:
         """Publish θ and release every env into the first rollout (0, or where a resumed run goes on)."""
+        if self.gossip is not None:
+            ids = WorkerIds(self.spec.config.engine.executors, self.spec.config.engine.actors, self.spec.learners)
+            learners = [ids.learner(i) for i in range(self.spec.learners)]
+            self.gossip.wait_for_peers(lambda: bool(self.control.ready[learners].all()))
         self._publish(go=True)
 
     def poll(self, timeout: float) -> bool:
@@ -107,13 +125,13 @@ class Learner:
             return self._complete_checkpoint(timeout)
         started = time.perf_counter()
         try:
-            self.arrived += len(self.channels.rollout_done.get_many(block=timeout > 0, timeout=timeout))
+            self.arrived += len(self.channels.rollout_done[self.index].get_many(block=timeout > 0, timeout=timeout))
         except Empty:
             pass
         self.timing[Clock.WAITING] += time.perf_counter() - started
-        if self.arrived < self.spec.envs:
+        if self.arrived < len(self.owned):
             return False
-        self.arrived -= self.spec.envs
+        self.arrived -= len(self.owned)
         begun = time.perf_counter()
         self._barrier()
         self.timing[Clock.LEARNING] += time.perf_counter() - begun
@@ -121,19 +139,27 @@ class Learner:
 
     def _barrier(self) -> None:
         j = self.rollout
-        storage = self.buffers.slots.storage(self.mode.first_slot(j, self.spec.envs), self.spec.envs)
+        first = self.mode.first_slot(j, self.spec.envs) + self.owned.start
+        storage = self.buffers.slots.storage(first, len(self.owned))
         self._check_versions(storage, j)
         frames = (j + 1) * self.frames_per_rollout
-        last = frames >= self.spec.config.run.total_frames or self.control.is_set(Flag.FINISH)
+        last = frames >= self.frame_budget or self.control.is_set(Flag.FINISH)
         save = last or self._checkpoint_due(frames)
 
         def release() -> None:  # the envs may start rollout j+1
             self._advance(j + 1)
+            if self.gossip is not None:
+                self.gossip.mix(self.model, self.version)
             if not last:
                 self._publish(go=not save)
+            if self.gossip is not None:
+                self.gossip.measure(self.model)
 
-        resume_state = self.rule.barrier(storage, j, last, release)
-        if save:
+        try:
+            resume_state = self.rule.barrier(storage, j, last, release)
+        except PeerFinished:  # an allreduce peer ended the run before this update: end here too, without it
+            last, resume_state = True, None
+        if save or last:
             self._begin_checkpoint("final" if last else "barrier", resume_state)
 
     def _advance(self, rollout: int) -> None:
@@ -167,6 +193,8 @@ class Learner:
         params = list(net.parameters())
         for p, g in zip(params, grads):
             p.grad = g
+        if self.gossip is not None:
+            self.gossip.reduce_gradients(grads, self.version + 1)
         if self.algo.max_grad_norm > 0:
             norm = float(torch.nn.utils.clip_grad_norm_(params, self.algo.max_grad_norm))
         else:
@@ -186,7 +214,15 @@ class Learner:
                 f"non-finite parameters after an optimizer step (lr {self.algo.lr:g}); they were restored and "
                 f"never published: {self.kept()}"
             )
+        self._record_update_norm(params, backup)
         return norm
+
+    @torch.no_grad()
+    def _record_update_norm(self, params: list[torch.Tensor], before: list[torch.Tensor]) -> None:
+        """‖θ after − θ before‖: what gala's consensus bound is made of."""
+        norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p - b) for p, b in zip(params, before)])))
+        self.stats[Stat.UPDATE_NORM] = norm
+        self.stats[Stat.MAX_UPDATE_NORM] = max(self.stats[Stat.MAX_UPDATE_NORM], norm)
 
     def count_update(self, data_version: int, norm: float) -> None:
         self.stats[Stat.LAG_MEAN] = self.stats[Stat.LAG_MAX] = self.version - data_version
@@ -205,8 +241,9 @@ class Learner:
 
     def _go(self, rollout: int) -> None:
         timeout = self.spec.config.reliability.queue_timeout_s
-        for inbox in self.channels.inboxes:
-            inbox.put(encode_go(rollout), timeout=timeout)
+        message = encode_go(rollout, self.index, self.spec.learners)
+        for executor in self.executors:
+            self.channels.inboxes[executor].put(message, timeout=timeout)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -246,11 +283,15 @@ class Learner:
     def _begin_checkpoint(self, kind: str, resume_state: dict | None) -> None:
         """The envs are parked at this barrier: ask the executors for their env states, write when all are in."""
         self.pending_checkpoint = (self.rollout, self._checkpoint(kind, resume_state))
+        if self.spec.gala:  # learners at different rollouts: no env-state barrier, write now
+            self.pending_checkpoint[1].update(exact=False, env_states=None)
+            self._complete_checkpoint(0)
+            return
         self.control.request_env_saves(self.rollout)
 
     def _complete_checkpoint(self, timeout: float) -> bool:
         rollout, checkpoint = self.pending_checkpoint
-        if not self.control.env_saved(self.executor_workers, rollout):
+        if not self.spec.gala and not self.control.env_saved(self.executor_workers, rollout):
             if timeout > 0:
                 time.sleep(min(timeout, 0.002))  # the executors answer within one poll
             return False
@@ -258,9 +299,8 @@ class Learner:
         self.pending_checkpoint = None
         self.last_checkpoint = (time.monotonic(), checkpoint["frames"])
         if checkpoint["kind"] == "final":
-            self.finished = True
-            self.control.set(Flag.SAVED)
-            self.control.set(Flag.COMPLETE)
+            self._finish()
+            self.control.mark_learner(self.index, Done.COMPLETE)
         else:
             self._go(rollout)
         return True
@@ -278,8 +318,13 @@ class Learner:
             self.store.point_latest_at(rollout)
         else:
             self.store.save(checkpoint, rollout)
+        self._finish()
+
+    def _finish(self) -> None:
         self.finished = True
-        self.control.set(Flag.SAVED)
+        if self.gossip is not None:
+            self.gossip.finish()
+        self.control.mark_learner(self.index, Done.SAVED)
 
     def close(self) -> None:
         pass

@@ -41,7 +41,7 @@ def run_serial(
         if telemetry is not None:
             telemetry.mark_ready()
         learner.start()
-        while not control.is_set(Flag.COMPLETE):
+        while not control.complete:
             for component in (*executors, *actors):
                 component.poll(0)
             learner.poll(0)

@@ -9,7 +9,7 @@ from fastrl.buffers import BufferPlan
 from fastrl.buffers.arena import ArenaSpec
 from fastrl.config import Config
 from fastrl.envs import EnvInfo
-from fastrl.modes import ModeSpec, get_mode
+from fastrl.modes import ModeSpec, mode_of
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class RunSpec:
 
     @property
     def mode(self) -> ModeSpec:
-        return get_mode(self.config.engine.mode)
+        return mode_of(self.config)
 
     @property
     def envs(self) -> int:
@@ -45,6 +45,19 @@ class RunSpec:
     @property
     def steps(self) -> int:
         return self.config.engine.rollout
+
+    @property
+    def learners(self) -> int:
+        return self.config.engine.learners
+
+    @property
+    def gala(self) -> bool:
+        return self.config.engine.mode == "gala"
+
+    def learner_envs(self, learner: int) -> range:
+        """The contiguous envs a learner owns (all of them with one learner), so its storage is a view."""
+        share = self.envs // self.learners
+        return range(learner * share, (learner + 1) * share)
 
 
 def split(total: int, parts: int) -> list[np.ndarray]:

@@ -28,7 +28,7 @@ from fastrl.buffers.control import Flag
 from fastrl.buffers.slots import SlotShape
 from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo, probe_env
-from fastrl.modes import get_mode
+from fastrl.modes import mode_of
 from fastrl.run_dir import RunDir
 from fastrl.runtime.channels import Channels
 from fastrl.runtime.drain import QueueDrain
@@ -81,7 +81,7 @@ def plan_run(config: Config) -> RunPlan:
         raise ConfigError(f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
                           f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
     _check_device(engine.device)
-    slots = get_mode(engine.mode).slot_count(engine.envs, config.algo.batch_slots)
+    slots = mode_of(config).slot_count(engine.envs, config.algo.batch_slots)
     shape = SlotShape(slots, engine.rollout, info.obs_shape, info.obs_dtype)
     ids = WorkerIds(engine.executors, engine.actors, engine.learners)
     plan = BufferPlan(shape, n_params, engine.learners, ids.total)
@@ -110,7 +110,8 @@ class Supervisor:
     def run(self) -> dict:
         buffers = RunBuffers.create(self.plan.buffers)
         try:
-            channels = Channels.create(self.config.engine.actors, self.config.engine.executors)
+            engine = self.config.engine
+            channels = Channels.create(engine.actors, engine.executors, engine.learners)
             threaded = not self.config.engine.serial
             self.errors = QueueDrain(channels.errors, "errors", threaded)
             self.episodes = QueueDrain(channels.episodes, "episodes", threaded)
@@ -185,7 +186,7 @@ class Supervisor:
         sentinels = {p.sentinel: p for p in self.processes.values()}
         deadline = time.monotonic() + reliability.startup_timeout_s
         ready, stop_by = False, None
-        while not control.is_set(Flag.COMPLETE):
+        while not control.complete:
             self._raise_reported_error()
             dead = wait(list(sentinels), timeout=WATCH_INTERVAL_S)
             if dead:
@@ -253,7 +254,7 @@ class Supervisor:
     def _await_learner_checkpoint(self, control) -> None:
         learners = [p for name, p in self.processes.items() if name.startswith("learner")]
         deadline = time.monotonic() + self.config.reliability.shutdown_timeout_s
-        while not control.is_set(Flag.SAVED) and time.monotonic() < deadline and not self.signals.forced:
+        while not control.saved and time.monotonic() < deadline and not self.signals.forced:
             if not any(p.is_alive() for p in learners):
                 return
             time.sleep(0.02)

@@ -21,7 +21,7 @@ from pathlib import Path
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag
 from fastrl.runtime.channels import Channels
-from fastrl.runtime.faults import describe_exception, exception_details
+from fastrl.runtime.faults import StopRequested, describe_exception, exception_details
 from fastrl.runtime.spec import RunSpec, WorkerIds
 
 POLL_TIMEOUT_S = 0.05
@@ -134,6 +134,8 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
                 last_beat = now
                 if os.getppid() != parent_pid:
                     break  # the main process is gone: nobody will read our results
+    except StopRequested:  # stopped while waiting on a gala peer: an ordinary stop
+        _shutdown(component)
     except BaseException as exc:  # report everything, including SystemExit from SIGTERM
         if not isinstance(exc, SystemExit):
             _report(channels, name, exc, spec.config.reliability.queue_timeout_s)

@@ -1,4 +1,9 @@
-"""Metrics: one JSON line per log interval, a live progress line, and the final summary."""
+"""Metrics: one JSON line per log interval, a live progress line, and the final summary.
+
+With several learners (gala) each line and the summary also hold one entry per learner (its
+return over its own envs, updates/s, update norm, distance to consensus ‖x_i − x̄‖ and the
+bound computed beside it), and the run's consensus radius max_i ‖x_i − x̄‖ with its bound.
+"""
 from __future__ import annotations
 
 import json
@@ -13,7 +18,7 @@ import numpy as np
 from fastrl.buffers.control import Clock, Control, Stat
 from fastrl.config import Config
 from fastrl.run_dir import RunDir
-from fastrl.runtime.spec import WorkerIds
+from fastrl.runtime.spec import WorkerIds, owner_of
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 0.5
@@ -29,6 +34,10 @@ class Telemetry:
         self.config, self.run_dir, self.control, self.ids = config, run_dir, control, ids
         self.take_episodes = take_episodes
         self.returns: deque[float] = deque(maxlen=config.run.return_window)
+        self.learners = config.engine.learners
+        self.learner_of = owner_of(config.engine.envs, self.learners)
+        self.learner_returns = [deque(maxlen=config.run.return_window) for _ in range(self.learners)]
+        self.last_updates = np.zeros(self.learners)
         self.episodes = 0
         self.created = self.started = time.monotonic()
         self.finished_at: float | None = None
@@ -47,8 +56,9 @@ class Telemetry:
         self.last_frames = self.start_frames = self.frames  # a resumed run starts at its checkpoint's frames
 
     def drain_episodes(self) -> None:
-        for _env, ret, _length in self.take_episodes():
+        for env, ret, _length in self.take_episodes():
             self.returns.append(ret)
+            self.learner_returns[self.learner_of[env]].append(ret)
             self.episodes += 1
 
     @property
@@ -68,8 +78,10 @@ class Telemetry:
         return time.monotonic() - self.started >= self.config.run.max_seconds
 
     def target_reached(self) -> bool:
-        window_full = len(self.returns) >= min(self.config.run.return_window, 10)
-        return window_full and self.return_mean >= self.config.run.target_return
+        """The mean return reached the target; with several learners, every learner's over its own envs."""
+        enough = min(self.config.run.return_window, 10)
+        windows = self.learner_returns if self.learners > 1 else [self.returns]
+        return all(len(w) >= enough and np.mean(w) >= self.config.run.target_return for w in windows)
 
     # ------------------------------------------------------------------ outputs
 
@@ -108,9 +120,40 @@ class Telemetry:
             "env_errors": self.control.env_errors(),
             "time_split": self._time_split(self.last_timing),
         }
+        if self.learners > 1:
+            line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
+            line.update(self._learner_lines(now - self.last_log))
         self.last_timing = self.control.timing.copy()
         self.metrics_file.write(json.dumps(line) + "\n")
         self.last_log, self.last_frames = now, frames
+
+    def _learner_lines(self, seconds: float) -> dict:
+        """Per-learner entries and the consensus radius; ``seconds`` since the last call (updates/s)."""
+        stats = self.control.learner_stats
+        updates = stats[:, Stat.UPDATES].copy()
+        rates = (updates - self.last_updates) / max(seconds, 1e-9)
+        self.last_updates = updates
+        learners = []
+        for i in range(self.learners):
+            row, returns = stats[i], self.learner_returns[i]
+            learners.append({
+                "learner": i,
+                "frames": int(row[Stat.FRAMES]),
+                "updates": int(row[Stat.UPDATES]),
+                "updates_per_s": round(float(rates[i]), 2),
+                "return_mean": float(np.mean(returns)) if returns else None,
+                "update_norm": float(row[Stat.UPDATE_NORM]),
+                "consensus_distance": float(row[Stat.CONSENSUS]),
+                "consensus_bound": _finite_or_none(row[Stat.BOUND]),
+                "mixes": int(row[Stat.MIXES]),
+                "gossip_wait_s": round(float(row[Stat.GOSSIP_WAIT_S]), 3),
+                "staleness": int(row[Stat.STALENESS]),
+            })
+        return {
+            "consensus_radius": float(stats[:, Stat.CONSENSUS].max()),
+            "consensus_bound": _finite_or_none(float(stats[:, Stat.BOUND].max())),
+            "learners": learners,
+        }
 
     def _progress_line(self, now: float) -> None:
         elapsed = now - self.started
@@ -127,7 +170,7 @@ class Telemetry:
         now = time.monotonic()
         train_s = (self.finished_at or now) - self.started
         frames = self.frames
-        return {
+        summary = {
             "status": status,
             "frames": int(frames),
             "wall_s": round(now - self.created, 3),
@@ -136,12 +179,16 @@ class Telemetry:
             "fps": round((frames - self.start_frames) / max(train_s, 1e-9), 1),
             "final_return_mean": _finite_or_none(self.return_mean),
             "episodes": self.episodes,
-            "updates": int(self.control.learner_stats[0, Stat.UPDATES]),
+            "updates": int(self.control.learner_stats[:, Stat.UPDATES].sum()),
             "env_errors": self.control.env_errors(),
             "time_split": self._time_split(self.ready_timing),
             "env_id": self.config.env.id,
             "mode": self.config.engine.mode,
         }
+        if self.learners > 1:
+            self.last_updates = np.zeros(self.learners)
+            summary.update(self._learner_lines(train_s))
+        return summary
 
     def close(self) -> None:
         if self.progress:
