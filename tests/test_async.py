@@ -86,7 +86,7 @@ def test_async_checkpoint_resumes_with_counters_and_parameters(tmp_path):
 @pytest.mark.parametrize(("mode", "algo", "message"), [
     ("async", "a2c", "engine.mode = 'async' learns with algo.name = 'impala'"),
     ("sync", "impala", "algo.name = 'impala' needs engine.mode = 'async'"),
-    ("gala", "a2c", "'gala' is not available yet"),
+    ("gala", "impala", "algo.name = 'impala' needs engine.mode = 'async'"),
 ])
 def test_async_and_impala_go_together(mode, algo, message):
     with pytest.raises(ConfigError, match=message):
