@@ -1,4 +1,4 @@
-"""CartPole-v1 to a mean return of 475 with each shipped config (slow: minutes each on 2 cores)."""
+"""CartPole-v1 to a mean return of 475 with each shipped config, every gala learner too (slow: minutes each)."""
 import pytest
 
 import fastrl
@@ -12,3 +12,14 @@ def test_cartpole_reaches_475(tmp_path, config):
     summary = fastrl.train(f"configs/{config}.toml", ["run.progress=false", f"run.dir='{tmp_path}'"],
                            run_dir=tmp_path / config)
     assert summary["final_return_mean"] >= 475, summary
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("mixing", ["ring", "allreduce"])
+def test_every_gala_learner_reaches_475(tmp_path, mixing):
+    summary = fastrl.train("configs/cartpole_gala.toml",
+                           ["run.progress=false", f"run.dir='{tmp_path}'", f"gala.mixing='{mixing}'"],
+                           run_dir=tmp_path / mixing)
+    assert len(summary["learners"]) == 4
+    assert all(entry["return_mean"] >= 475 for entry in summary["learners"]), summary["learners"]
