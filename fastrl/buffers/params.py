@@ -72,30 +72,29 @@ class SharedParams:
     @torch.no_grad()
     def read_flat(self, out: torch.Tensor) -> int:
         """A consistent copy of the whole vector into ``out``; returns its version."""
-        while True:
-            seq = int(self.header[SEQ])
-            if seq & 1:
-                time.sleep(0)
-                continue
-            version = int(self.header[VERSION])
-            out.copy_(self.flat)
-            if int(self.header[SEQ]) == seq:
-                return version
+        return self._read(lambda version: out.copy_(self.flat))
 
     @torch.no_grad()
     def load_into(self, model: torch.nn.Module, have_version: int) -> int:
         """Copy the weights into ``model`` if the published version differs; returns the version held."""
-        pairs = None
+        pairs = []
+
+        def copy(version: int) -> None:
+            if version != have_version:
+                pairs[:] = pairs or self._views(model)
+                for tensor, view in pairs:
+                    tensor.copy_(view)
+
+        return self._read(copy)
+
+    def _read(self, copy) -> int:
+        """The seqlock's read side: ``copy(version)`` until no write overlapped it; returns the version."""
         while True:
             seq = int(self.header[SEQ])
             if seq & 1:
                 time.sleep(0)
                 continue
             version = int(self.header[VERSION])
-            if version == have_version:
-                return version
-            pairs = pairs or self._views(model)
-            for tensor, view in pairs:
-                tensor.copy_(view)
+            copy(version)
             if int(self.header[SEQ]) == seq:
                 return version
