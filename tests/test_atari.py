@@ -10,11 +10,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from csrc_free_kernels.frames import (
     area_resize,
     area_resize_reference,
     area_table,
     area_weights_reference,
+    colors_known_kernel,
+    indexed_maxpool_resize_push_kernel,
+    learn_colors_kernel,
     make_resize_plan,
     maxpool,
     maxpool_reference,
@@ -26,6 +32,7 @@ from csrc_free_kernels.frames import (
 )
 from fastrl.config import AtariConfig
 from fastrl.envs.atari import AtariEnv, is_atari_id, parse_atari_id
+from fastrl.envs.atari_screen import StepScreens
 
 SHAPES = [(84, 84), (64, 64), (42, 42), (105, 80), (52, 40), (96, 72), (200, 170), (8, 8)]
 
@@ -272,6 +279,119 @@ def test_other_settings():
     obs, rows = _run(env, 0, np.random.default_rng(0).integers(18, size=50))
     assert obs.shape == (51, 2, 64, 64) and not rows[:, 3].any()
     env.close()
+
+
+# ---------------------------------------------------------------- palette-indexed, incremental path
+
+
+def _indexed_push(a, b, a_ref, b_ref, lut, state, prev, plan, full):
+    frame, small, changed = state
+    out = np.empty_like(prev)
+    rows = indexed_maxpool_resize_push_kernel(a, b, a_ref, b_ref, lut, frame, small, prev, out, *plan, changed, full)
+    return out, rows
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), colours=st.integers(1, 128), change=st.floats(0.0, 1.0))
+def test_indexed_push_equals_the_gray_path_step_after_step(seed, colours, change):
+    """A sequence of palette-index frames with sparse changes: the incremental kernel's output is,
+    bit for bit, the full kernel's on the frames' gray levels, at every step (and the recomputed
+    output rows are only those reading a changed source row)."""
+    rng = np.random.default_rng(seed)
+    plan = make_resize_plan()
+    palette = rng.choice(np.arange(0, 256, 2), colours, replace=False).astype(np.uint8)
+    lut = np.full(256, -1, np.int16)
+    lut[palette] = rng.integers(0, 256, colours)
+    state = (np.zeros((210, 160), np.uint8), np.zeros((84, 84), np.uint8), np.zeros(210, np.bool_))
+    a_ref = b_ref = np.zeros((210, 160), np.uint8)
+    a, b = (palette[rng.integers(colours, size=(210, 160))] for _ in range(2))
+    prev = np.zeros((4, 84, 84), np.uint8)
+    for step in range(6):
+        out, rows = _indexed_push(a, b, a_ref, b_ref, lut, state, prev, plan, step == 0)
+        want = np.empty_like(prev)
+        maxpool_resize_push(lut[a].astype(np.uint8), lut[b].astype(np.uint8), prev, want, plan)
+        np.testing.assert_array_equal(out, want)
+        assert rows == 84 or step > 0
+        prev, a_ref, b_ref = out, a, b
+        a, b = a.copy(), b.copy()
+        for frame in (a, b):  # a few changed blocks, sometimes none
+            for _ in range(int(rng.integers(0, 4) * change)):
+                y, x = rng.integers(0, 200), rng.integers(0, 150)
+                frame[y:y + 10, x:x + 10] = palette[rng.integers(colours)]
+
+
+def test_indexed_push_recomputes_nothing_when_nothing_changed():
+    plan = make_resize_plan()
+    lut = np.arange(256, dtype=np.int16)
+    a, b = _frames(0)
+    state = (np.zeros((210, 160), np.uint8), np.zeros((84, 84), np.uint8), np.zeros(210, np.bool_))
+    prev = np.zeros((4, 84, 84), np.uint8)
+    first, rows = _indexed_push(a, b, a, b, lut, state, prev, plan, True)
+    again, rows_again = _indexed_push(a, b, a, b, lut, state, first, plan, False)
+    assert rows == 84 and rows_again == 0
+    np.testing.assert_array_equal(again[-1], first[-1])
+    np.testing.assert_array_equal(again[:-1], first[1:])
+
+
+def test_colors_known_looks_only_where_the_frame_changed():
+    lut = np.full(256, -1, np.int16)
+    lut[[0, 2]] = [10, 20]
+    ref = np.zeros((210, 160), np.uint8)
+    frame = ref.copy()
+    frame[5, 7] = 2
+    assert colors_known_kernel(frame, ref, lut, False) and colors_known_kernel(frame, ref, lut, True)
+    ref[100, 100] = frame[100, 100] = 8  # unknown, but unchanged from a frame already known
+    assert colors_known_kernel(frame, ref, lut, False) and not colors_known_kernel(frame, ref, lut, True)
+    frame[50, 3] = 6
+    assert not colors_known_kernel(frame, ref, lut, False)
+
+
+def test_learn_colors_refuses_a_second_gray_level_for_one_index():
+    lut = np.full(256, -1, np.int16)
+    frame = np.array([[4, 4, 6]], np.uint8)
+    assert learn_colors_kernel(frame, np.array([[30, 30, 40]], np.uint8), lut)
+    assert lut[4] == 30 and lut[6] == 40 and (np.delete(lut, [4, 6]) == -1).all()
+    assert not learn_colors_kernel(frame, np.array([[31, 30, 40]], np.uint8), lut)
+
+
+@pytest.mark.parametrize("game", ["pong", "breakout", "ms_pacman", "enduro", "riverraid", "space_invaders"])
+@pytest.mark.parametrize("frame_skip", [4, 1])
+def test_step_screens_equal_ale_gray_screens(game, frame_skip):
+    """Real emulator frames, random play through game overs and resets: StepScreens (indices,
+    learned gray levels, incremental update) gives exactly the stack the gray path gives."""
+    from ale_py import ALEInterface, LoggerMode, roms
+
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.setFloat("repeat_action_probability", 0.0)
+    ale.loadROM(str(roms.get_rom_path(game)))
+    plan = make_resize_plan()
+    screens = StepScreens(ale, plan)
+    mid, last = np.zeros((210, 160), np.uint8), np.zeros((210, 160), np.uint8)
+    ours, want = np.zeros((4, 84, 84), np.uint8), np.zeros((4, 84, 84), np.uint8)
+    rng = np.random.default_rng(0)
+    actions = ale.getMinimalActionSet()
+    ale.reset_game()
+    screens.restart()
+    for step in range(400 if frame_skip == 4 else 800):
+        action = actions[rng.integers(len(actions))]
+        pooled = frame_skip > 1
+        for i in range(frame_skip):
+            ale.act(action)
+            if ale.game_over():
+                pooled = False
+                break
+            if i == frame_skip - 2:
+                screens.fetch_mid()
+                ale.getScreenGrayscale(mid)
+        screens.fetch_last(pool=pooled)
+        ale.getScreenGrayscale(last)
+        screens.push(ours, ours)
+        maxpool_resize_push(mid if pooled else last, last, want, want, plan)
+        np.testing.assert_array_equal(ours, want, err_msg=f"{game} step {step}")
+        if ale.game_over() or rng.random() < 0.01:  # and now and then a reset mid-game
+            ale.reset_game()
+            screens.restart()
 
 
 # ---------------------------------------------------------------- equivalence with AtariVectorEnv

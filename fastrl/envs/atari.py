@@ -36,8 +36,9 @@ import re
 
 import numpy as np
 
-from csrc_free_kernels.frames import make_resize_plan, maxpool_resize_push_kernel, stack_fill_kernel
+from csrc_free_kernels.frames import make_resize_plan, stack_fill_kernel
 from fastrl.config import AtariConfig
+from fastrl.envs.atari_screen import StepScreens
 
 _ID = re.compile(r"^(?P<ale>ALE/)?(?P<game>[A-Za-z0-9_]+?)(?P<variant>NoFrameskip|Deterministic)?-v(?P<version>\d+)$")
 _KWARGS = ("mode", "difficulty")
@@ -143,10 +144,7 @@ class AtariEnv:
         self.frames_per_step = config.frame_skip
 
         height, width = ale.getScreenDims()
-        self._plan = make_resize_plan((height, width), (config.size, config.size))
-        # The last two screens of a step; with frame_skip 1 both names are one buffer.
-        self._screen_b = np.zeros((height, width), np.uint8)
-        self._screen_a = self._screen_b if config.frame_skip == 1 else np.zeros_like(self._screen_b)
+        self._screens = StepScreens(ale, make_resize_plan((height, width), (config.size, config.size)))
         self._u = np.empty(_U_BLOCK, np.float64)
         self._u_pos = _U_BLOCK
         self._rng = np.random.default_rng(0)
@@ -175,12 +173,11 @@ class AtariEnv:
                 reward += ale.act(action)
             if ale.game_over():
                 self._frames += i + 1
-                ale.getScreenGrayscale(self._screen_b)
-                self._screen_a[:] = self._screen_b
+                self._screens.fetch_last(pool=False)  # the final frame alone
                 return reward, True
             if i == skip - 2:
-                ale.getScreenGrayscale(self._screen_a)
-        ale.getScreenGrayscale(self._screen_b)
+                self._screens.fetch_mid()
+        self._screens.fetch_last(pool=skip > 1)
         self._frames += skip
         return reward, False
 
@@ -195,7 +192,7 @@ class AtariEnv:
         return reward, False
 
     def _push(self, prev: np.ndarray, out: np.ndarray) -> None:
-        maxpool_resize_push_kernel(self._screen_a, self._screen_b, prev, out, *self._plan)
+        self._screens.push(prev, out)
 
     # ---------------------------------------------------------------- adapter protocol
 
@@ -206,19 +203,18 @@ class AtariEnv:
         self._last_action = self._noop
         self._frames = 0
         ale.reset_game()
+        self._screens.restart()
         noop_max = self.config.noop_max
         for _ in range(int(self._rng.integers(1, noop_max + 1)) if noop_max > 0 else 0):
             ale.act(self._noop)
             self._frames += 1
             if ale.game_over():
                 ale.reset_game()
-        ale.getScreenGrayscale(self._screen_b)
-        self._screen_a[:] = self._screen_b
+        self._screens.fetch_last(pool=False)
         if self._fire_actions and self._press_fire()[1]:
             # Game over while pressing FIRE (not seen in practice): start clean instead.
             ale.reset_game()
-            ale.getScreenGrayscale(self._screen_b)
-            self._screen_a[:] = self._screen_b
+            self._screens.fetch_last(pool=False)
         self._lives = ale.lives()
         self._push(out, out)
         stack_fill_kernel(out)
@@ -264,6 +260,7 @@ class AtariEnv:
 
     def set_state(self, state: dict) -> None:
         self._ale.restoreState(state["ale"])
+        self._screens.restart()
         self._rng = np.random.default_rng()
         self._rng.bit_generator.state = state["rng"]
         self._u[:] = state["u"]
