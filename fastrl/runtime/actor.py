@@ -67,6 +67,7 @@ class Actor:
         self.actions = np.empty(self.served, np.int64)
         self.logps = np.empty(self.served, np.float32)
         self.pending: list[list[int]] = [[] for _ in range(spec.learners)]
+        self.constant: list[tuple | None] = [None] * spec.learners  # (version, logits, value) of an obs-blind policy
         self._warm_up()
         self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).actor(index)]
 
@@ -83,39 +84,65 @@ class Actor:
         except Empty:
             messages = []
         self.timing[Clock.WAITING] += time.perf_counter() - started
+        self.receive(messages)
+        released = self.act_ready()
+        for envs in released:
+            self._release(envs)
+        return bool(released)
+
+    def receive(self, messages: list[int]) -> None:
+        """Queue requests (``row * envs + env``) until their learner's batch may be acted on."""
         if len(self.pending) == 1:
             self.pending[0] += messages
         else:
             for message in messages:
                 self.pending[self.learner_of[message % self.envs_total]].append(message)
+
+    def act_ready(self) -> list[np.ndarray]:
+        """Act on every batch that may go (in lockstep: all of a learner's served envs); their envs."""
         begun = time.perf_counter()
-        acted = False
+        released = []
         for learner, batch in enumerate(self.pending):
             if not batch or (self.lockstep and len(batch) < self.served_of_learner[learner]):
                 continue
             self.pending[learner] = []
-            self._act(np.sort(np.asarray(batch, np.int64)), learner)
-            acted = True
-        if acted:
+            released.append(self._act(np.sort(np.asarray(batch, np.int64)), learner))
+        if released:
             self.timing[Clock.INFERENCE] += time.perf_counter() - begun
-        return acted
+        return released
 
     @torch.inference_mode()
-    def _act(self, messages: np.ndarray, learner: int) -> None:
+    def _act(self, messages: np.ndarray, learner: int) -> np.ndarray:
+        """Write the actions of these requests' rows; returns their envs."""
         rows, envs = np.divmod(messages, self.envs_total)
         n = len(rows)
-        obs = self.obs_batch[:n]
-        if self.reads_observations:
-            np.take(self.obs, rows, axis=0, out=obs.numpy())
         model = self.models[learner]
-        version = self.versions[learner] = self.params[learner].load_into(model, self.versions[learner])
-        logits, value = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch)
-        actions, logps = sample_from_u(logits.float().cpu().numpy(), self.u[rows], self.actions[:n], self.logps[:n])
+        version = self.params[learner].load_into(model, self.versions[learner])
+        if self.reads_observations:
+            obs = self.obs_batch[:n]
+            np.take(self.obs, rows, axis=0, out=obs.numpy())
+            logits, value = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch)
+            logits, value = logits.float().cpu().numpy(), value.float().cpu().numpy()
+        else:
+            logits, value = self._constant_outputs(learner, version, n)
+        self.versions[learner] = version
+        actions, logps = sample_from_u(logits, self.u[rows], self.actions[:n], self.logps[:n])
         self.action[rows] = actions
         self.logp[rows] = logps
-        self.value[rows] = value.float().cpu().numpy()
+        self.value[rows] = value
         self.stamp[rows] = version
-        self._release(envs)
+        return envs
+
+    def _constant_outputs(self, learner: int, version: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """A policy that ignores the observation gives every row the same outputs: forward one zero
+        row once per weight version and tile it (no per-batch torch call, same bits as the forward)."""
+        cached = self.constant[learner]
+        if cached is None or cached[0] != version:
+            logits, value = forward_microbatched(self.models[learner], self.obs_batch[:1].zero_().to(self.device),
+                                                 self.micro_batch)
+            logits, value = logits.float().cpu().numpy(), value.float().cpu().numpy()
+            cached = self.constant[learner] = (version, np.repeat(logits, self.served, 0), np.repeat(value, self.served))
+        return cached[1][:n], cached[2][:n]
 
     def _release(self, envs: np.ndarray) -> None:
         owners = self.executor_of[envs]

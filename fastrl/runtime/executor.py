@@ -82,6 +82,8 @@ class Executor:
         self.step_delay_s = engine.step_delay_s
         self.group_size = max(1, -(-n // engine.env_groups))
         self.pending_requests = 0
+        self.direct_actor = -1  # inline actors: the actor in this process; its requests skip the queue
+        self.direct_requests: list[int] = []
         self.rollouts = [-1] * spec.learners  # the rollout each learner's envs are filling
         self.saved_rollout = -1
         self.first_rollout = spec.resume.rollout if spec.resume else 0
@@ -123,8 +125,13 @@ class Executor:
         except Empty:
             self.timing[Clock.WAITING] += time.perf_counter() - started
             return False
+        self.timing[Clock.WAITING] += time.perf_counter() - started
+        self.handle(messages)
+        return True
+
+    def handle(self, messages) -> None:
+        """Start rollouts ("go", negative) and step the envs whose actions are written (env ids)."""
         begun = time.perf_counter()
-        self.timing[Clock.WAITING] += begun - started
         requests: dict[int, list[int]] = {}
         finished: list[int] = []
         episodes: list[tuple[int, float, int]] = []
@@ -142,15 +149,23 @@ class Executor:
         if episodes:
             self.channels.episodes.put_many(episodes, timeout=timeout)
         self.timing[Clock.ENV] += time.perf_counter() - begun
-        return True
 
     def _flush(self, requests: dict[int, list[int]]) -> None:
         timeout = self.spec.config.reliability.queue_timeout_s
         for actor, batch in requests.items():
-            if batch:
+            if not batch:
+                continue
+            if actor == self.direct_actor:
+                self.direct_requests += batch
+            else:
                 self.channels.requests[actor].put_many(batch, timeout=timeout)
-                batch.clear()
+            batch.clear()
         self.pending_requests = 0
+
+    def take_direct_requests(self) -> list[int]:
+        """The requests for the actor in this process (inline actors), handed over without a queue."""
+        requests, self.direct_requests = self.direct_requests, []
+        return requests
 
     def _report_finished(self, finished: list[int], timeout: float) -> None:
         """Full slots (async) or envs done with their rollout, to whichever learner owns them."""
