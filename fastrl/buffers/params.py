@@ -9,6 +9,7 @@ and no lock is held across processes.
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 import torch
@@ -24,8 +25,17 @@ class SharedParams:
     def __init__(self, arrays: dict[str, np.ndarray], learner: int = 0, name: str = "params"):
         self.flat = torch.from_numpy(arrays[name][learner])
         self.header = arrays[f"{name}_header"][learner]
+        # per model: its tensors paired with their views of the flat buffer; state_dict() costs
+        # more than the copy for small models, and publishing happens at every barrier
+        self._pairs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def _views(self, model: torch.nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        pairs = self._pairs.get(model)
+        if pairs is None:
+            pairs = self._pairs[model] = self._pair_up(model)
+        return pairs
+
+    def _pair_up(self, model: torch.nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
         pairs, offset = [], 0
         for tensor in model.state_dict().values():
             if tensor.dtype != torch.float32:
