@@ -76,7 +76,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.bench == "sampling":
         from fastrl.bench.sampling import measure
 
-        print(json.dumps(measure(args.config, args.seconds, args.policy, args.set)))
+        print(json.dumps(measure(args.config, args.seconds, args.policy, args.set, args.rounds)))
     elif args.bench == "policy-lag":
         from fastrl.bench.policy_lag import measure
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 
 import fastrl
@@ -33,20 +34,43 @@ def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[
     }
 
 
-def measure(config: str | None, seconds: float = 10.0, policy: str = "random", overrides: list[str] = ()) -> dict:
+def measure(config: str | None, seconds: float = 10.0, policy: str = "random", overrides: list[str] = (),
+            rounds: int = 3) -> dict:
+    """``rounds`` rounds of the three measurements, each order rotated by one per round; ratios are
+    taken within a round and the medians reported (this VM's speed drifts by 15% over a minute)."""
     resolved = fastrl.api.resolve_config(config, list(overrides))
     if not is_atari_id(resolved.env.id):
         raise ValueError(f"fastrl bench sampling measures Atari configs; env.id = {resolved.env.id!r} is not one")
+    if rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {rounds}")
     game, _ = parse_atari_id(resolved.env.id)
-    ours = engine_fps(config, seconds, policy, list(overrides))
-    raw = raw_emulator_fps(game, seconds)
-    vector = atari_vector_env_fps(game, resolved.engine.envs, seconds)
+    runs = {
+        "fastrl": lambda: engine_fps(config, seconds, policy, list(overrides)),
+        "raw_emulator": lambda: raw_emulator_fps(game, seconds),
+        "atari_vector_env": lambda: atari_vector_env_fps(game, resolved.engine.envs, seconds),
+    }
+    names = list(runs)
+    per_round = []
+    for i in range(rounds):
+        order = names[i % 3:] + names[:i % 3]
+        per_round.append({name: runs[name]() for name in order})
+    ours = [r["fastrl"] for r in per_round]
+    of_raw = [r["fastrl"]["frames_per_s"] / r["raw_emulator"]["fps"] for r in per_round]
+    vs_vector = [r["fastrl"]["frames_per_s"] / r["atari_vector_env"]["fps"] for r in per_round]
+    median_run = sorted(ours, key=lambda r: r["frames_per_s"])[len(ours) // 2]
     return {
-        "fastrl": ours,
-        "raw_emulator": {k: raw[k] for k in ("processes", "fps")},
-        "atari_vector_env": {k: vector[k] for k in ("num_envs", "batch_size", "fps")},
-        "of_raw_emulator": round(ours["frames_per_s"] / raw["fps"], 3),
-        "vs_atari_vector_env": round(ours["frames_per_s"] / vector["fps"], 3),
+        "fastrl": {**median_run, "frames_per_s": round(statistics.median(r["frames_per_s"] for r in ours), 1),
+                   "agent_steps_per_s": round(statistics.median(r["agent_steps_per_s"] for r in ours), 1)},
+        "raw_emulator": {"processes": per_round[0]["raw_emulator"]["processes"],
+                         "fps": round(statistics.median(r["raw_emulator"]["fps"] for r in per_round), 1)},
+        "atari_vector_env": {"num_envs": resolved.engine.envs, "batch_size": resolved.engine.envs,
+                             "fps": round(statistics.median(r["atari_vector_env"]["fps"] for r in per_round), 1)},
+        "of_raw_emulator": round(statistics.median(of_raw), 3),
+        "vs_atari_vector_env": round(statistics.median(vs_vector), 3),
+        "rounds": [{"fastrl_fps": round(r["fastrl"]["frames_per_s"], 1), "raw_fps": round(r["raw_emulator"]["fps"], 1),
+                    "atari_vector_env_fps": round(r["atari_vector_env"]["fps"], 1),
+                    "of_raw_emulator": round(a, 3), "vs_atari_vector_env": round(b, 3)}
+                   for r, a, b in zip(per_round, of_raw, vs_vector)],
     }
 
 
@@ -54,6 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="TOML config (default: the default config, Pong hts)")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds each of the three measurements runs")
     parser.add_argument("--policy", choices=("random", "model"), default="random")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of the three measurements; the medians of the per-round ratios are reported")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
 
 
@@ -61,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.config, args.seconds, args.policy, args.set)))
+    print(json.dumps(measure(args.config, args.seconds, args.policy, args.set, args.rounds)))
 
 
 if __name__ == "__main__":
