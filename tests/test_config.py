@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,14 @@ def test_shipped_configs_load(path):
 
 
 def test_default_config_is_pong_hts_as_shipped():
+    """The same run; only the process layout differs: the built-in default is the portable one
+    (1 executor, 1 actor), the shipped file is laid out for a 2-core machine."""
     shipped = load_config(Path(__file__).parent.parent / "configs" / "pong_hts.toml")
     default = load_config()
-    assert (default.env.id, default.engine, default.algo) == (shipped.env.id, shipped.engine, shipped.algo)
+    layout = {"executors": 1, "actors": 1, "inline_actors": False, "micro_batch": 16}
+    assert {key: getattr(default.engine, key) for key in layout} == layout
+    assert dataclasses.replace(shipped.engine, **layout) == default.engine
+    assert (default.env.id, default.algo) == (shipped.env.id, shipped.algo)
     assert default.run.total_frames == shipped.run.total_frames
 
 
