@@ -17,7 +17,7 @@ from queue import Empty
 import numpy as np
 import torch
 
-from csrc_free_kernels.sampling import sample_from_u
+from csrc_free_kernels.sampling import _sample_kernel, sample_from_u
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.models import build_model
@@ -111,7 +111,6 @@ class Actor:
             self.timing[Clock.INFERENCE] += time.perf_counter() - begun
         return released
 
-    @torch.inference_mode()
     def _act(self, messages: np.ndarray, learner: int) -> np.ndarray:
         """Write the actions of these requests' rows; returns their envs."""
         rows, envs = np.divmod(messages, self.envs_total)
@@ -119,20 +118,26 @@ class Actor:
         model = self.models[learner]
         version = self.params[learner].load_into(model, self.versions[learner])
         if self.reads_observations:
-            obs = self.obs_batch[:n]
-            np.take(self.obs, rows, axis=0, out=obs.numpy())
-            logits, value = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch)
-            logits, value = logits.float().cpu().numpy(), value.float().cpu().numpy()
+            logits, value = self._forward(model, rows)
         else:
             logits, value = self._constant_outputs(learner, version, n)
         self.versions[learner] = version
-        actions, logps = sample_from_u(logits, self.u[rows], self.actions[:n], self.logps[:n])
-        self.action[rows] = actions
-        self.logp[rows] = logps
+        # the kernel itself: these arrays are the actor's own, of the right dtypes and shapes
+        _sample_kernel(np.ascontiguousarray(logits, np.float32), self.u[rows], self.actions[:n], self.logps[:n])
+        self.action[rows] = self.actions[:n]
+        self.logp[rows] = self.logps[:n]
         self.value[rows] = value
         self.stamp[rows] = version
         return envs
 
+    @torch.inference_mode()
+    def _forward(self, model: torch.nn.Module, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        obs = self.obs_batch[: len(rows)]
+        np.take(self.obs, rows, axis=0, out=obs.numpy())
+        logits, value = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch)
+        return logits.float().cpu().numpy(), value.float().cpu().numpy()
+
+    @torch.inference_mode()
     def _constant_outputs(self, learner: int, version: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         """A policy that ignores the observation gives every row the same outputs: forward one zero
         row once per weight version and tile it (no per-batch torch call, same bits as the forward)."""
