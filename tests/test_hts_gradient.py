@@ -3,6 +3,8 @@
 A linear softmax policy on CartPole, plain SGD and no clipping, so each update is
 θ ← θ - lr * g with g the A2C gradient, which we compute here analytically in numpy.
 """
+import copy
+
 import numpy as np
 import torch
 
@@ -31,13 +33,19 @@ def linear_policy(obs_shape, n_actions):
 
 
 class RecordingLearner(Learner):
-    """Keeps a copy of each rollout's data and of the parameters at each barrier."""
+    """Keeps a copy of each rollout's data and of the published parameters it acted with, at each barrier.
+
+    The envs run ahead, so at barrier j the learner's model is already θ_{j+1}: θ_j is read back
+    from the weight slot rollout j's actors used, which also checks that slot was not overwritten."""
 
     records: list = []
 
     def _barrier(self):
         storage = self.buffers.slots.storage(self.mode.first_slot(self.rollout, self.spec.envs), self.spec.envs)
-        params = {k: v.detach().double().numpy().copy() for k, v in self.model.state_dict().items()}
+        acted = copy.deepcopy(self.model)
+        weights = self.weights[self.rollout % len(self.weights)]
+        assert weights.snapshot_into(acted) == self.rollout
+        params = {k: v.detach().double().numpy().copy() for k, v in acted.state_dict().items()}
         RecordingLearner.records.append(({k: v.copy() for k, v in storage.items()}, params))
         super()._barrier()
 

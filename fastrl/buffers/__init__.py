@@ -9,9 +9,10 @@ from fastrl.buffers.layout import Layout
 from fastrl.buffers.slots import SlotShape, TrajectorySlots
 
 
-def param_arrays(n_params: int, learners: int) -> list[tuple[str, tuple[int, ...], str]]:
-    # header rows are 8 int64 = one cache line per learner: [seqlock counter, version, ...]
-    arrays = [("params", (learners, n_params), "float32"), ("params_header", (learners, 8), "int64")]
+def param_arrays(n_params: int, learners: int, weight_slots: int = 1) -> list[tuple[str, tuple[int, ...], str]]:
+    # header rows are 8 int64 = one cache line per weight set: [seqlock counter, version, ...]
+    sets = learners * weight_slots  # learner l's slot k is row l * weight_slots + k
+    arrays = [("params", (sets, n_params), "float32"), ("params_header", (sets, 8), "int64")]
     if learners > 1:  # gala: each learner's outgoing message, and gradients for allreduce (two iterations' worth)
         arrays += [("mailbox", (learners, n_params), "float32"), ("mailbox_header", (learners, 8), "int64"),
                    ("allreduce", (2, learners, n_params), "float32"), ("allreduce_header", (learners, 8), "int64")]
@@ -26,11 +27,12 @@ class BufferPlan:
     n_params: int
     learners: int
     workers: int
+    weight_slots: int = 1  # published parameter sets per learner (2 where envs run ahead: hts)
 
     def layout(self) -> Layout:
         return Layout.plan(
             self.slot_shape.arrays()
-            + param_arrays(self.n_params, self.learners)
+            + param_arrays(self.n_params, self.learners, self.weight_slots)
             + control_arrays(self.workers, self.learners)
         )
 
@@ -44,11 +46,18 @@ class RunBuffers:
         self.slots = TrajectorySlots(arena.arrays, plan.slot_shape)
         self.control = Control(arena.arrays)
 
-    def shared_params(self, learner: int = 0, name: str = "params"):
-        """The learner's published weights, or its gala ``mailbox`` (imports torch, so executors never call it)."""
+    def shared_params(self, learner: int = 0, name: str = "params", slot: int = 0):
+        """The learner's published weights (``slot`` of its ``plan.weight_slots``), or its gala ``mailbox``
+        (imports torch, so executors never call it)."""
         from fastrl.buffers.params import SharedParams
 
-        return SharedParams(self.arena.arrays, learner, name)
+        row = learner * self.plan.weight_slots + slot if name == "params" else learner
+        return SharedParams(self.arena.arrays, row, name)
+
+    def newest_params(self, learner: int = 0):
+        """The learner's weight slot holding the highest published version (what a dead learner left)."""
+        slots = [self.shared_params(learner, slot=k) for k in range(self.plan.weight_slots)]
+        return max(slots, key=lambda params: params.version)
 
     @classmethod
     def create(cls, plan: BufferPlan) -> "RunBuffers":

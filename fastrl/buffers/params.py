@@ -1,7 +1,8 @@
 """Shared policy weights with a version number that actors poll.
 
-One flat float32 vector per learner (``params``: what actors act with; gala's ``mailbox``:
-the half-step a learner sends its out-peer, its version the update that produced it). Writes are guarded by a sequence counter (a seqlock):
+One flat float32 vector per weight set (``params``: what actors act with, one per learner, two
+where envs run ahead; gala's ``mailbox``: the half-step a learner sends its out-peer, its version
+the update that produced it). Writes are guarded by a sequence counter (a seqlock):
 the writer makes it odd, copies, stores the version and makes it even again; a reader that
 sees an odd or changed counter retries. So a reader never uses a half-written set of weights,
 and no lock is held across processes.
@@ -22,9 +23,9 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 class SharedParams:
-    def __init__(self, arrays: dict[str, np.ndarray], learner: int = 0, name: str = "params"):
-        self.flat = torch.from_numpy(arrays[name][learner])
-        self.header = arrays[f"{name}_header"][learner]
+    def __init__(self, arrays: dict[str, np.ndarray], row: int = 0, name: str = "params"):
+        self.flat = torch.from_numpy(arrays[name][row])
+        self.header = arrays[f"{name}_header"][row]
         # per model: its tensors paired with their views of the flat buffer; state_dict() costs
         # more than the copy for small models, and publishing happens at every barrier
         self._pairs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

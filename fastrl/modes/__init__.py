@@ -24,6 +24,13 @@ class ModeSpec:
     lockstep: bool  # actors wait for all their envs every step (one batched forward, PAAC)
     overlap: bool  # learning runs while the next rollout is collected (HTS-RL)
     queued: bool = False  # slots circulate through free/full queues, no barrier (IMPALA)
+    run_ahead: bool = False  # an env that finished rollout j starts j+1 before the barrier of j (hts)
+
+    @property
+    def weight_slots(self) -> int:
+        """Published parameter sets per learner: with run-ahead, one per storage (rollout j acts
+        with θ_j from slot j % 2 while θ_{j+1} may already sit in the other)."""
+        return self.storages if self.run_ahead else 1
 
     def slot(self, env: int, rollout: int, envs: int) -> int:
         return self.first_slot(rollout, envs) + env
@@ -39,7 +46,9 @@ MODES = {
     # PAAC / A2C: lockstep every step, learn after each rollout, then continue.
     "sync": ModeSpec("sync", storages=1, policy_lag=0, lockstep=True, overlap=False),
     # HTS-RL: two storages; envs fill one while the learner reads the other; barrier each rollout.
-    "hts": ModeSpec("hts", storages=2, policy_lag=1, lockstep=False, overlap=True),
+    # Envs run ahead: θ_{j+2} = θ_{j+1} - η g_j is ready as soon as D(θ_j) is learned from, so
+    # "go j+2" is sent at barrier j and an env finishing rollout j+1 goes straight on.
+    "hts": ModeSpec("hts", storages=2, policy_lag=1, lockstep=False, overlap=True, run_ahead=True),
     # IMPALA: free/full queues of slots, no barrier; the lag is whatever the queues make it.
     "async": ModeSpec("async", storages=0, policy_lag=None, lockstep=False, overlap=True, queued=True),
 }
@@ -56,5 +65,6 @@ def mode_of(config) -> ModeSpec:
     """The slot schedule of a run: its mode's, or for ``gala`` its base mode's, named after both."""
     engine = config.engine
     if engine.mode == "gala":
-        return replace(get_mode(config.gala.base), name=f"gala ({config.gala.base})")
+        # gala's learners gossip at each barrier in turn, so its envs do not run ahead
+        return replace(get_mode(config.gala.base), name=f"gala ({config.gala.base})", run_ahead=False)
     return get_mode(engine.mode)

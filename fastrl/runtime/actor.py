@@ -5,8 +5,10 @@ the CPU), and the forward runs in fixed-size micro-batches, so each row's action
 on its own observation and weights, never on what else happened to be in the batch.
 
 An actor serves every learner (gala has several): a request names an env, the env names its
-learner, and each learner's rows are forwarded with that learner's weights. In lockstep
-(``sync``) an actor waits for all of one learner's envs it serves, never for another learner's.
+learner, and each learner's rows are forwarded with that learner's weights. Where envs run
+ahead (``hts``) two rollouts are in flight at once, each acting with its own weights: the row
+names the storage, the storage the weight slot. In lockstep (``sync``) an actor waits for all
+of one learner's envs it serves, never for another learner's.
 """
 from __future__ import annotations
 
@@ -54,9 +56,14 @@ class Actor:
         self.micro_batch = engine.micro_batch
         self.model = build_policy(spec).to(self.device).eval()
         self.reads_observations = getattr(self.model, "reads_observations", True)
-        self.models = [self.model] + [copy.deepcopy(self.model) for _ in range(spec.learners - 1)]
-        self.params = [buffers.shared_params(learner) for learner in range(spec.learners)]
-        self.versions = [-1] * spec.learners
+        # one model per weight set: learner l's slot k is set l * slots + k
+        self.weight_slots = spec.mode.weight_slots
+        sets = spec.learners * self.weight_slots
+        self.slot_rows = (spec.steps + 1) * spec.envs  # rows of one storage: row // slot_rows is its weight slot
+        self.models = [self.model] + [copy.deepcopy(self.model) for _ in range(sets - 1)]
+        self.params = [buffers.shared_params(learner, slot=k) for learner in range(spec.learners)
+                       for k in range(self.weight_slots)]
+        self.versions = [-1] * sets
         rows = buffers.slots.rows
         self.obs, self.u = rows["obs"], rows["u"]
         self.action, self.logp, self.value, self.stamp = rows["action"], rows["logp"], rows["value"], rows["version"]
@@ -66,8 +73,8 @@ class Actor:
         self.obs_batch = torch.empty((self.served, *spec.env_info.obs_shape), dtype=obs_dtype, pin_memory=pinned)
         self.actions = np.empty(self.served, np.int64)
         self.logps = np.empty(self.served, np.float32)
-        self.pending: list[list[int]] = [[] for _ in range(spec.learners)]
-        self.constant: list[tuple | None] = [None] * spec.learners  # (version, logits, value) of an obs-blind policy
+        self.pending: list[list[int]] = [[] for _ in range(sets)]  # requests by weight set
+        self.constant: list[tuple | None] = [None] * sets  # (version, logits, value) of an obs-blind policy
         self._warm_up()
         self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).actor(index)]
 
@@ -91,37 +98,40 @@ class Actor:
         return bool(released)
 
     def receive(self, messages: list[int]) -> None:
-        """Queue requests (``row * envs + env``) until their learner's batch may be acted on."""
+        """Queue requests (``row * envs + env``) by the weights they act with, until their batch may go."""
         if len(self.pending) == 1:
             self.pending[0] += messages
-        else:
-            for message in messages:
-                self.pending[self.learner_of[message % self.envs_total]].append(message)
+            return
+        envs, slots, rows = self.envs_total, self.weight_slots, self.slot_rows
+        for message in messages:
+            # a request's row is ``message // envs``; its storage names the weight slot
+            weights = self.learner_of[message % envs] * slots + (message // envs // rows) % slots
+            self.pending[weights].append(message)
 
     def act_ready(self) -> list[np.ndarray]:
         """Act on every batch that may go (in lockstep: all of a learner's served envs); their envs."""
         begun = time.perf_counter()
         released = []
-        for learner, batch in enumerate(self.pending):
-            if not batch or (self.lockstep and len(batch) < self.served_of_learner[learner]):
+        for weights, batch in enumerate(self.pending):
+            if not batch or (self.lockstep and len(batch) < self.served_of_learner[weights // self.weight_slots]):
                 continue
-            self.pending[learner] = []
-            released.append(self._act(np.sort(np.asarray(batch, np.int64)), learner))
+            self.pending[weights] = []
+            released.append(self._act(np.sort(np.asarray(batch, np.int64)), weights))
         if released:
             self.timing[Clock.INFERENCE] += time.perf_counter() - begun
         return released
 
-    def _act(self, messages: np.ndarray, learner: int) -> np.ndarray:
-        """Write the actions of these requests' rows; returns their envs."""
+    def _act(self, messages: np.ndarray, weights: int) -> np.ndarray:
+        """Write the actions of these requests' rows with weight set ``weights``; returns their envs."""
         rows, envs = np.divmod(messages, self.envs_total)
         n = len(rows)
-        model = self.models[learner]
-        version = self.params[learner].load_into(model, self.versions[learner])
+        model = self.models[weights]
+        version = self.params[weights].load_into(model, self.versions[weights])
         if self.reads_observations:
             logits, value = self._forward(model, rows)
         else:
-            logits, value = self._constant_outputs(learner, version, n)
-        self.versions[learner] = version
+            logits, value = self._constant_outputs(weights, version, n)
+        self.versions[weights] = version
         # the kernel itself: these arrays are the actor's own, of the right dtypes and shapes
         _sample_kernel(np.ascontiguousarray(logits, np.float32), self.u[rows], self.actions[:n], self.logps[:n])
         self.action[rows] = self.actions[:n]
@@ -138,15 +148,15 @@ class Actor:
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
     @torch.inference_mode()
-    def _constant_outputs(self, learner: int, version: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def _constant_outputs(self, weights: int, version: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         """A policy that ignores the observation gives every row the same outputs: forward one zero
         row once per weight version and tile it (no per-batch torch call, same bits as the forward)."""
-        cached = self.constant[learner]
+        cached = self.constant[weights]
         if cached is None or cached[0] != version:
-            logits, value = forward_microbatched(self.models[learner], self.obs_batch[:1].zero_().to(self.device),
+            logits, value = forward_microbatched(self.models[weights], self.obs_batch[:1].zero_().to(self.device),
                                                  self.micro_batch)
             logits, value = logits.float().cpu().numpy(), value.float().cpu().numpy()
-            cached = self.constant[learner] = (version, np.repeat(logits, self.served, 0), np.repeat(value, self.served))
+            cached = self.constant[weights] = (version, np.repeat(logits, self.served, 0), np.repeat(value, self.served))
         return cached[1][:n], cached[2][:n]
 
     def _release(self, envs: np.ndarray) -> None:

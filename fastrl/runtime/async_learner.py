@@ -30,7 +30,9 @@ class AsyncLearner(Learner):
     def start(self) -> None:
         slots = list(range(self.buffers.slots.shape.slots))
         self.channels.free.put_many(slots, timeout=self.spec.config.reliability.queue_timeout_s)
-        self._publish(go=True)
+        self._publish()
+        self.released = self.rollout - 1  # the one "go" of an async run
+        self._release(self.rollout)
 
     def poll(self, timeout: float) -> bool:
         if self.finished:
@@ -56,12 +58,12 @@ class AsyncLearner(Learner):
         storage = self.buffers.slots.gather(batch)  # a copy, so the slots can be freed at once
         self.channels.free.put_many(batch, timeout=self.spec.config.reliability.queue_timeout_s)
         lags = self.version - storage["version"][:, : self.spec.steps]
-        norm = self.rule.learn(storage, self.rollout)
+        norm = self.rule.learn_batch(storage, self.rollout)
         self.count_update(self.version, norm)
         self.stats[Stat.LAG_MEAN] = float(lags.mean())
         self.stats[Stat.LAG_MAX] = float(lags.max())
         self._advance(self.rollout + 1)
-        self._publish(go=False)
+        self._publish()
         frames = int(self.stats[Stat.FRAMES])
         if frames >= self.spec.config.run.total_frames or self.control.is_set(Flag.FINISH):
             self._save("final")

@@ -5,7 +5,8 @@ Messages (all ints, so a batch is one cheap ``put_many``):
 - inbox, actor -> executor: ``env`` — the action for env's current row is written.
 - inbox, learner -> executor: ``-(rollout * learners + learner + 1)`` — start rollout ``rollout``
   for the envs of ``learner`` (gala has several learners at their own paces; else learner 0).
-- rollout_done[learner], executor -> learner: ``env`` — env finished its current rollout.
+- rollout_done[learner], executor -> learner: ``env * 2 + rollout % 2`` — env finished ``rollout``
+  (the parity: with run-ahead an env may finish rollout j+1 before another finishes j).
 - free, learner -> executors (async): ``slot`` — an empty trajectory slot any env may fill.
 - full, executor -> learner (async): ``slot`` — a slot holding T fresh steps.
 - episodes, executor -> main: ``(env, return, length)`` of a finished episode.

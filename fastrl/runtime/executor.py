@@ -3,7 +3,9 @@
 Each env is a small state machine: it waits for the learner's "go" for a rollout, then for
 T steps announces its observation to its actor and waits for the action. The executor steps
 whichever envs have their action back, so stepping some envs overlaps the actor's forward
-pass for the others (double-buffered sampling falls out of the per-env state).
+pass for the others (double-buffered sampling falls out of the per-env state). An env that
+finished its rollout begins the next one at once if its "go" has come (``hts`` runs ahead: the
+learner sends "go j+1" before rollout j is done), else it parks until the "go" arrives.
 
 Faults: before every env call the executor writes which env, step and action into its
 activity row (the watchdog names them if the call never returns). An env that raises or
@@ -84,7 +86,8 @@ class Executor:
         self.pending_requests = 0
         self.direct_actor = -1  # inline actors: the actor in this process; its requests skip the queue
         self.direct_requests: list[int] = []
-        self.rollouts = [-1] * spec.learners  # the rollout each learner's envs are filling
+        self.rollouts = [-1] * spec.learners  # the newest rollout each learner has released ("go")
+        self.env_rollout = np.full(n, -1, np.int64)  # the rollout each env is filling, or finished and parked at
         self.saved_rollout = -1
         self.first_rollout = spec.resume.rollout if spec.resume else 0
         # async: envs waiting for a free slot (local indices, in order), whether each has begun,
@@ -177,7 +180,7 @@ class Executor:
         if self.learners == 1:
             self.channels.rollout_done[0].put_many(finished, timeout=timeout)
             return
-        owners = self.learner_of[finished]
+        owners = self.learner_of[np.asarray(finished) >> 1]
         for learner in np.unique(owners):
             self.channels.rollout_done[learner].put_many([e for e, o in zip(finished, owners) if o == learner],
                                                          timeout=timeout)
@@ -190,19 +193,26 @@ class Executor:
         self.pending_requests += 1
 
     def _start_rollout(self, rollout: int, learner: int, requests: dict[int, list[int]]) -> None:
+        """The learner released ``rollout``: its envs parked at the end of the one before begin it."""
         self.rollouts[learner] = rollout
         if self.queued:  # the only "go" of an async run: every env takes a free slot
             self.waiting = list(range(len(self.env_list)))
             self._take_free_slots(0, requests)
             return
+        first = rollout == self.first_rollout
         for i in self.local_of_learner[learner]:
-            row = self.mode.slot(self.env_list[i], rollout, self.envs_total) * (self.steps + 1)
-            if rollout == self.first_rollout:
-                self._begin(i, row)
-            else:
-                self.obs[row] = self.obs[self.row[i]]  # last observation of the previous rollout
-            self.t[i] = 0
-            self._announce(i, row, requests)
+            if first or (self.t[i] == self.steps and self.env_rollout[i] == rollout - 1):
+                self._begin_rollout(i, rollout, requests)
+
+    def _begin_rollout(self, i: int, rollout: int, requests: dict[int, list[int]]) -> None:
+        row = self.mode.slot(self.env_list[i], rollout, self.envs_total) * (self.steps + 1)
+        if rollout == self.first_rollout:
+            self._begin(i, row)
+        else:
+            self.obs[row] = self.obs[self.row[i]]  # last observation of the previous rollout
+        self.t[i] = 0
+        self.env_rollout[i] = rollout
+        self._announce(i, row, requests)
 
     def _take_free_slots(self, timeout: float, requests: dict[int, list[int]] | None = None) -> None:
         """async: give waiting envs free slots, in order; blocks up to ``timeout`` only when all wait."""
@@ -269,7 +279,10 @@ class Executor:
                 finished.append((row + 1) // (self.steps + 1))
                 self.waiting.append(i)
             else:
-                finished.append(int(self.env_ids[i]))
+                env, rollout = self.env_list[i], int(self.env_rollout[i])
+                finished.append(env * 2 + (rollout & 1))  # the learner counts each rollout's envs apart
+                if self.rollouts[self.learner_of[env]] > rollout:  # run-ahead: its next "go" has come
+                    self._begin_rollout(i, rollout + 1, requests)
         else:
             self._announce(i, row + 1, requests)
 
@@ -329,7 +342,7 @@ class Executor:
         call = f"step(action={action})" if phase == "step" else "reset()"
         return (
             f"env {self.env_id!r} #{int(self.env_ids[i])} on {self.name} {what}, in {call} at step "
-            f"{int(self.episode_length[i])} of its episode (rollout {self.rollouts[self.learner_of[self.env_list[i]]]})"
+            f"{int(self.episode_length[i])} of its episode (rollout {int(self.env_rollout[i])})"
         )
 
     # ------------------------------------------------------------------ checkpoints

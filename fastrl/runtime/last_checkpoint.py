@@ -84,7 +84,7 @@ def _save_from_shared_params(spec: RunSpec, buffers: RunBuffers, store: Checkpoi
     from fastrl.runtime.actor import build_policy
 
     model = build_policy(spec)
-    version = buffers.shared_params(learner).snapshot_into(model)
+    version = buffers.newest_params(learner).snapshot_into(model)
     if version is None:
         return "the learner never published weights, or died while publishing them"
     stats = buffers.control.learner_stats[learner]

@@ -1,12 +1,19 @@
 """Learner: waits at the rollout barrier, updates the policy, publishes it, releases the envs.
 
 ``sync`` (PAAC/A2C): at barrier j, the gradient of D(θ_j) at θ_j gives θ_{j+1}; envs wait.
-``hts`` (HTS-RL eq. 6): at barrier j, the gradient g_{j-1} of D(θ_{j-1}) taken at θ_{j-1}
-(computed while rollout j ran) is applied to θ_j: θ_{j+1} = θ_j - η g_{j-1}. The envs are
-released at once and g_j is computed from the other storage while they fill the next one, so
-the policy lag is exactly one and no off-policy correction is needed. What a barrier does with
-the storage (A2C, delayed A2C, PPO, nothing) is an update rule: ``fastrl.runtime.update_rules``.
-This module keeps what every rule shares: the barrier, the checked optimizer step, the lag
+``hts`` (HTS-RL eq. 6): θ_{j+1} = θ_j - η g_{j-1}, with g_{j-1} the gradient of D(θ_{j-1})
+taken at θ_{j-1}, so the policy lag is exactly one and no off-policy correction is needed. The
+envs run ahead: θ_{j+1} is already published (in the other of two weight slots) while rollout j
+runs, so an env that finishes rollout j starts j+1 at once, without waiting for the slowest env
+or for the learner. At barrier j (all of rollout j in) the learner takes g_j at θ_j, applies it
+to θ_{j+1}, publishes θ_{j+2} and sends "go j+2" while the envs fill rollout j+1. Versions,
+gradients and optimizer steps are those of the HTS-RL schedule, bit for bit; only the waiting
+goes. A barrier that must find every env parked (a checkpoint, the last one) is decided one
+barrier early: its "go" for the next rollout is held back.
+
+What a barrier learns from the storage (A2C, delayed A2C, PPO, nothing) is an update rule
+(``fastrl.runtime.update_rules``); the order of its steps is the mode's (``_barrier``). This
+module keeps what every rule shares: the barrier, the checked optimizer step, the lag
 assertion, publishing, checkpoints.
 
 Between barriers the learner's state (θ, version, rollout, the rule's pending work) is always one a
@@ -60,7 +67,8 @@ class Learner:
         self.model = build_policy(spec).to(self.device)
         self.optimizer = make_optimizer(self.model, self.algo)
         self.index = index
-        self.params = buffers.shared_params(index)
+        self.run_ahead = self.mode.run_ahead
+        self.weights = [buffers.shared_params(index, slot=k) for k in range(self.mode.weight_slots)]
         self.control = buffers.control
         self.stats = buffers.control.learner_stats[index]
         worker = WorkerIds(engine.executors, engine.actors, engine.learners).learner(index)
@@ -71,7 +79,8 @@ class Learner:
         self.executors = sorted({int(owners[e]) for e in self.owned})  # whose envs this learner starts
         self.rollout = 0  # the rollout the envs are filling
         self.version = 0  # of self.model; rollout j acts with version j
-        self.arrived = 0
+        self.released = -1  # the newest rollout whose "go" was sent
+        self.arrived = [0, 0]  # envs done, by rollout parity (with run-ahead, j+1's may come before j's)
         # slots learned from per update: every owned env's (barrier modes) or one async batch
         self.slots_per_update = config.algo.batch_slots if self.mode.queued else len(self.owned)
         self.frames_per_rollout = self.slots_per_update * spec.steps * spec.env_info.frames_per_step
@@ -116,7 +125,13 @@ class Learner:
             ids = WorkerIds(self.spec.config.engine.executors, self.spec.config.engine.actors, self.spec.learners)
             learners = [ids.learner(i) for i in range(self.spec.learners)]
             self.gossip.wait_for_peers(lambda: bool(self.control.ready[learners].all()))
-        self._publish(go=True)
+        self._publish()
+        self.released = self.rollout - 1  # a resumed run's envs begin at its rollout
+        self._release(self.rollout)
+        if self.run_ahead:  # θ_{r+1} as well, so an env that finishes rollout r goes straight on
+            self.rule.advance()
+            self._publish()
+            self._release(self._release_target(self.rollout - 1))
 
     def poll(self, timeout: float) -> bool:
         if self.finished:
@@ -125,13 +140,15 @@ class Learner:
             return self._complete_checkpoint(timeout)
         started = time.perf_counter()
         try:
-            self.arrived += len(self.channels.rollout_done[self.index].get_many(block=timeout > 0, timeout=timeout))
+            for message in self.channels.rollout_done[self.index].get_many(block=timeout > 0, timeout=timeout):
+                self.arrived[message & 1] += 1
         except Empty:
             pass
         self.timing[Clock.WAITING] += time.perf_counter() - started
-        if self.arrived < len(self.owned):
+        parity = self.rollout & 1
+        if self.arrived[parity] < len(self.owned):
             return False
-        self.arrived -= len(self.owned)
+        self.arrived[parity] -= len(self.owned)
         begun = time.perf_counter()
         self._barrier()
         self.timing[Clock.LEARNING] += time.perf_counter() - begun
@@ -143,24 +160,55 @@ class Learner:
         storage = self.buffers.slots.storage(first, len(self.owned))
         self._check_versions(storage, j)
         frames = (j + 1) * self.frames_per_rollout
-        last = frames >= self.frame_budget or self.control.is_set(Flag.FINISH)
-        save = last or self._checkpoint_due(frames)
-
-        def release() -> None:  # the envs may start rollout j+1
-            self._advance(j + 1)
-            if self.gossip is not None:
-                self.gossip.mix(self.model, self.version)
-            if not last:
-                self._publish(go=not save)
-            if self.gossip is not None:
-                self.gossip.measure(self.model)
-
+        parked = self.released == j  # no env has begun rollout j+1: their states can be saved here
+        last = parked and (frames >= self.frame_budget or self.control.is_set(Flag.FINISH))
+        save = parked and (last or self._checkpoint_due(frames))
+        rule, resume_state = self.rule, None
         try:
-            resume_state = self.rule.barrier(storage, j, last, release)
+            if self.run_ahead:  # learn from D(θ_j) at once: θ_{j+2} = θ_{j+1} - η g_j
+                self._advance(j + 1)
+                rule.learn(storage, j)
+                if save:  # θ_{j+1} with g_j pending: what a resumed run goes on from
+                    resume_state = self.state(copied=True)
+                rule.advance()
+                self._next(j, last, save)
+            elif self.mode.overlap:  # gala's hts: release θ_{j+1}, then learn from D(θ_j) while the envs run
+                rule.advance()
+                self._advance(j + 1)
+                self._next(j, last, save)
+                rule.learn(storage, j)
+                if last:  # a resumed run goes on from before the last step
+                    resume_state = self.state(copied=True)
+                    rule.advance()
+            else:  # sync: learn from D(θ_j), then θ_{j+1}
+                rule.learn(storage, j)
+                rule.advance()
+                self._advance(j + 1)
+                self._next(j, last, save)
         except PeerFinished:  # an allreduce peer ended the run before this update: end here too, without it
-            last, resume_state = True, None
-        if save or last:
+            last, save, resume_state = True, True, None
+        if save:
             self._begin_checkpoint("final" if last else "barrier", resume_state)
+
+    def _next(self, j: int, last: bool, save: bool) -> None:
+        """After barrier j's update: publish the new θ and, unless a checkpoint holds them, release the envs."""
+        if self.gossip is not None:
+            self.gossip.mix(self.model, self.version)
+        if not last:
+            self._publish()
+            if not save:
+                self._release(self._release_target(j))
+        if self.gossip is not None:
+            self.gossip.measure(self.model)
+
+    def _release_target(self, j: int) -> int:
+        """The newest rollout the envs may begin once barrier j is done: j+1, or with run-ahead j+2
+        unless barrier j+1 must find them parked (it checkpoints, or it is the last)."""
+        return j + 2 if self.run_ahead and not self._parks_at(j + 1) else j + 1
+
+    def _parks_at(self, j: int) -> bool:
+        frames = (j + 1) * self.frames_per_rollout
+        return frames >= self.frame_budget or self.control.is_set(Flag.FINISH) or self._checkpoint_due(frames)
 
     def _advance(self, rollout: int) -> None:
         self.rollout = rollout
@@ -233,17 +281,19 @@ class Learner:
     def kept(self) -> str:
         return f"the checkpoint keeps the parameters of version {self.version} ({int(self.stats[Stat.UPDATES])} updates)"
 
-    def _publish(self, go: bool) -> None:
-        self.params.publish(self.model, self.version)
+    def _publish(self) -> None:
+        """θ into the weight slot of the rollout that acts with it (version v is rollout v's)."""
+        self.weights[self.version % len(self.weights)].publish(self.model, self.version)
         self.stats[Stat.VERSION] = self.version
-        if go:
-            self._go(self.rollout)
 
-    def _go(self, rollout: int) -> None:
+    def _release(self, newest: int) -> None:
+        """Send "go" for every rollout up to ``newest`` not yet released."""
         timeout = self.spec.config.reliability.queue_timeout_s
-        message = encode_go(rollout, self.index, self.spec.learners)
-        for executor in self.executors:
-            self.channels.inboxes[executor].put(message, timeout=timeout)
+        for rollout in range(self.released + 1, newest + 1):
+            message = encode_go(rollout, self.index, self.spec.learners)
+            for executor in self.executors:
+                self.channels.inboxes[executor].put(message, timeout=timeout)
+        self.released = max(self.released, newest)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -277,12 +327,13 @@ class Learner:
             "rng": {"torch": torch.get_rng_state()},
             "exact": kind in ("barrier", "final"),
             "env_states": self.store.env_dir(self.rollout).name if kind in ("barrier", "final") else None,
-            "resume": resume_state or state,
+            "resume": resume_state or _resumable(state),
         }
 
     def _begin_checkpoint(self, kind: str, resume_state: dict | None) -> None:
         """The envs are parked at this barrier: ask the executors for their env states, write when all are in."""
         self.pending_checkpoint = (self.rollout, self._checkpoint(kind, resume_state))
+        self.last_checkpoint = (time.monotonic(), self.pending_checkpoint[1]["frames"])  # run-ahead plans on it now
         if self.spec.gala:  # learners at different rollouts: no env-state barrier, write now
             self.pending_checkpoint[1].update(exact=False, env_states=None)
             self._complete_checkpoint(0)
@@ -297,12 +348,11 @@ class Learner:
             return False
         self.store.save(checkpoint, rollout)
         self.pending_checkpoint = None
-        self.last_checkpoint = (time.monotonic(), checkpoint["frames"])
         if checkpoint["kind"] == "final":
             self._finish()
             self.control.mark_learner(self.index, Done.COMPLETE)
         else:
-            self._go(rollout)
+            self._release(self._release_target(rollout - 1))
         return True
 
     def shutdown(self) -> None:
@@ -328,6 +378,12 @@ class Learner:
 
     def close(self) -> None:
         pass
+
+
+def _resumable(state: dict) -> dict:
+    """Between run-ahead barriers θ is a version ahead of the rollout in flight and already holds
+    every gradient taken: a resumed run acts with it from that rollout (nothing pending)."""
+    return {**state, "version": state["rollout"]} if state["version"] > state["rollout"] else state
 
 
 @torch.no_grad()

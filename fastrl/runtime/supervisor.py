@@ -81,10 +81,11 @@ def plan_run(config: Config) -> RunPlan:
         raise ConfigError(f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
                           f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
     _check_device(engine.device)
-    slots = mode_of(config).slot_count(engine.envs, config.algo.batch_slots)
+    mode = mode_of(config)
+    slots = mode.slot_count(engine.envs, config.algo.batch_slots)
     shape = SlotShape(slots, engine.rollout, info.obs_shape, info.obs_dtype)
     ids = WorkerIds(engine.executors, engine.actors, engine.learners)
-    plan = BufferPlan(shape, n_params, engine.learners, ids.total)
+    plan = BufferPlan(shape, n_params, engine.learners, ids.total, mode.weight_slots)
     try:
         check_space(plan.layout().nbytes)
     except ShmSpaceError as exc:

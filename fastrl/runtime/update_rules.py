@@ -1,28 +1,29 @@
-"""Update rules: what the learner does with the storage of rollout j at its barrier.
+"""Update rules: what the learner learns from the storage of rollout j, and how θ moves on.
 
-One small strategy per (algorithm, mode) so the learner's loop stays the same for all:
+One small strategy per (algorithm, mode) so the learner's barrier stays the same for all. A
+rule has two steps, and the learner orders them by mode (``Learner._barrier``):
 
-- ``A2CSync``     the gradient of D(θ_j) at θ_j gives θ_{j+1}, then the envs go on (lag 0).
-- ``A2CDelayed``  HTS-RL eq. 6: θ_{j+1} = θ_j − η g_{j−1} is published at once, g_j is taken at
-                  θ_j on D(θ_j) while the envs fill the other storage (lag 1).
-- ``PPO``         epochs of clipped-surrogate minibatches. ``sync``: on D(θ_j) from θ_j, then
-                  the envs go on (lag 0). ``hts``: the envs are released with the parameters
-                  the previous epochs produced, and the epochs on D(θ_j) start from those very
-                  parameters θ_{j+1} while the envs fill the other storage; their result is
-                  published at the next barrier (lag 1, the clipped ratio absorbs it).
-- ``Impala``      async: no barrier; ``learn`` takes one gathered batch of full slots (V-trace
+- ``learn(storage, j)`` takes what D(θ_j) gives (gradients, PPO epochs) and keeps it pending;
+- ``advance()`` makes the next θ from what is pending, or θ unchanged when nothing is (θ_1 = θ_0
+  in hts: there is no D(θ_{-1})), and counts the version.
+
+The rules:
+
+- ``A2CSync``     the gradient of D(θ_j) at θ_j gives θ_{j+1} (lag 0).
+- ``A2CDelayed``  HTS-RL eq. 6: θ_{j+1} = θ_j − η g_{j−1}; g_j is taken at θ_j (``behaviour``,
+                  kept when the model moves on) on D(θ_j) (lag 1).
+- ``PPO``         epochs of clipped-surrogate minibatches. ``sync``: on D(θ_j) from θ_j (lag 0).
+                  ``hts``: the epochs on D(θ_j) start from θ_{j+1}, the parameters the envs act
+                  with next, in a ``trainee``; ``advance`` publishes the trainee (lag 1, the
+                  clipped ratio absorbs it).
+- ``Impala``      async: no barrier; ``learn_batch`` takes one gathered batch of full slots (V-trace
                   corrects the measured lag).
 - ``Collect``     no learning (benchmarks): same barriers and versions.
-
-``barrier(storage, j, last, release)`` calls ``release()`` exactly once, when the envs may
-start rollout j+1, and returns the resume state to checkpoint when it differs from the
-learner's state after the barrier (the final hts barrier), else None.
 """
 from __future__ import annotations
 
 import copy
 import math
-from typing import Callable
 
 import numpy as np
 import torch
@@ -34,7 +35,6 @@ from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.buffers.control import Stat
 from fastrl.runtime.faults import NonFiniteError
 
-Release = Callable[[], None]
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
 
 
@@ -42,8 +42,12 @@ class UpdateRule:
     def __init__(self, learner) -> None:
         self.learner = learner
 
-    def barrier(self, storage: dict[str, np.ndarray], rollout: int, last: bool, release: Release) -> dict | None:
-        raise NotImplementedError
+    def learn(self, storage: dict[str, np.ndarray], rollout: int) -> None:
+        """Take what the data of ``rollout`` gives and keep it pending for ``advance``."""
+
+    def advance(self) -> None:
+        """θ moves on by what is pending (unchanged when nothing is); the version counts up."""
+        self.learner.version += 1
 
     def state(self) -> dict:
         """Rule state beyond θ and the optimizer that a resumed run needs."""
@@ -65,19 +69,16 @@ class UpdateRule:
 
 
 class Collect(UpdateRule):
-    def barrier(self, storage, rollout, last, release):
-        self.learner.version += 1
-        release()
-        return None
+    """No learning: versions still count, so the barriers and stamps are those of a learning run."""
 
-    def learn(self, storage, batch: int) -> float:
+    def learn_batch(self, storage, batch: int) -> float:
         return 0.0
 
 
 class Impala(UpdateRule):
     """One IMPALA step per batch; the async learner counts the update and its measured lag."""
 
-    def learn(self, storage, batch: int) -> float:
+    def learn_batch(self, storage, batch: int) -> float:
         learner, net = self.learner, self.learner.model
         net.zero_grad(set_to_none=True)
         loss, stats = impala_loss(net, storage, learner.algo, learner.device)
@@ -89,10 +90,26 @@ class Impala(UpdateRule):
 
 
 class A2CSync(UpdateRule):
-    def barrier(self, storage, rollout, last, release):
-        self.learner.apply(self._gradients(self.learner.model, storage, rollout), data_version=rollout)
-        release()
-        return None
+    lag = 0  # the pending gradient was taken on the data of the version it is applied to
+
+    def __init__(self, learner) -> None:
+        super().__init__(learner)
+        self.pending_grads: list[torch.Tensor] | None = None
+
+    def learn(self, storage, rollout):
+        self.pending_grads = self._gradients(self._acting(), storage, rollout)
+
+    def _acting(self) -> torch.nn.Module:
+        """The parameters the data was collected with."""
+        return self.learner.model
+
+    def advance(self):
+        learner = self.learner
+        grads, self.pending_grads = self.pending_grads, None  # consumed even if it fails
+        if grads is None:
+            learner.version += 1
+        else:
+            learner.apply(grads, data_version=learner.version - self.lag)
 
     def _gradients(self, net: torch.nn.Module, storage, rollout: int) -> list[torch.Tensor]:
         net.zero_grad(set_to_none=True)
@@ -105,27 +122,18 @@ class A2CSync(UpdateRule):
 
 
 class A2CDelayed(A2CSync):
+    lag = 1
+
     def __init__(self, learner) -> None:
         super().__init__(learner)
         self.behaviour = copy.deepcopy(learner.model)  # holds θ_j while its gradient is taken
-        self.pending_grads: list[torch.Tensor] | None = None
 
-    def barrier(self, storage, rollout, last, release):
-        learner = self.learner
-        self.behaviour.load_state_dict(learner.model.state_dict())  # θ_j, before it moves on
-        grads, self.pending_grads = self.pending_grads, None  # consumed even if it fails
-        if grads is not None:
-            learner.apply(grads, data_version=rollout - 1)
-        else:
-            learner.version += 1  # θ_1 = θ_0: there is no D(θ_{-1}) to learn from
-        release()
-        self.pending_grads = self._gradients(self.behaviour, storage, rollout)
-        if not last:
-            return None
-        resume_state = learner.state(copied=True)  # a resumed run goes on from before the last step
-        grads, self.pending_grads = self.pending_grads, None
-        learner.apply(grads, data_version=rollout)
-        return resume_state
+    def _acting(self) -> torch.nn.Module:
+        return self.behaviour
+
+    def advance(self):
+        self.behaviour.load_state_dict(self.learner.model.state_dict())  # θ_j, before it moves on
+        super().advance()
 
     def state(self) -> dict:
         grads = self.pending_grads
@@ -146,31 +154,21 @@ class PPO(UpdateRule):
         self.pending = False  # the trainee holds epochs not yet published
         self.norm = 0.0  # gradient norm of the trainee's last step, logged when it is published
 
-    def barrier(self, storage, rollout, last, release):
-        if not self.overlap:
-            self.learner.check_lag(rollout)
-            norm = self._epochs(storage, rollout)
-            self.learner.count_update(rollout, norm)
-            release()
-            return None
-        if self.pending:
-            self._publish_trainee(data_version=rollout - 1)
-        else:
-            self.learner.version += 1  # θ_1 = θ_0, as in A2C's delayed gradient
-        release()
-        self.norm = self._epochs(storage, rollout)  # from θ_{j+1}, the parameters just released
+    def learn(self, storage, rollout):
+        self.norm = self._epochs(storage, rollout)  # sync: from θ_j; hts: from θ_{j+1}, what the envs act with next
         self.pending = True
-        if not last:
-            return None
-        resume_state = self.learner.state(copied=True)
-        self._publish_trainee(data_version=rollout)
-        return resume_state
 
-    def _publish_trainee(self, data_version: int) -> None:
-        self.learner.check_lag(data_version)
-        self.learner.model.load_state_dict(self.trainee.state_dict())
+    def advance(self):
+        learner = self.learner
+        if not self.pending:
+            learner.version += 1  # θ_1 = θ_0, as in A2C's delayed gradient
+            return
+        data_version = learner.version - 1 if self.overlap else learner.version
+        learner.check_lag(data_version)
+        if self.overlap:
+            learner.model.load_state_dict(self.trainee.state_dict())
         self.pending = False
-        self.learner.count_update(data_version, self.norm)
+        learner.count_update(data_version, self.norm)
 
     def _epochs(self, storage, rollout: int) -> float:
         """``algo.epochs`` passes of minibatch steps on the trainee; returns the last gradient norm."""
