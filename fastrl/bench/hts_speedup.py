@@ -5,7 +5,11 @@ step waits for the slowest of K envs; in ``hts`` the envs only meet every α ste
 is for the slowest *sum* of α step times. Claim 1 predicts the ratio of expected rollout times:
     speed-up = α · E[max_K Gamma(k, θ)] / E[max_K Gamma(α k, θ)]
 (learning time apart: in ``sync`` it adds to each rollout, in ``hts`` it overlaps the next).
-Sleep-based, so it measures the engine's scheduling, not the CPU, and holds on 2 cores.
+That is the paper's hts, whose envs meet at every barrier. fastrl's hts runs ahead (an env that
+finished rollout j begins j+1 before the others finish j), so the envs only meet when one gets
+a whole rollout ahead: its measured speed-up may exceed the prediction, which stays as the
+paper's bound to compare against. Sleep-based, so it measures the engine's scheduling, not the
+CPU, and holds on 2 cores.
 """
 from __future__ import annotations
 
