@@ -163,32 +163,38 @@ class Learner:
         parked = self.released == j  # no env has begun rollout j+1: their states can be saved here
         last = parked and (frames >= self.frame_budget or self.control.is_set(Flag.FINISH))
         save = parked and (last or self._checkpoint_due(frames))
-        rule, resume_state = self.rule, None
         try:
-            if self.run_ahead:  # learn from D(θ_j) at once: θ_{j+2} = θ_{j+1} - η g_j
-                self._advance(j + 1)
-                rule.learn(storage, j)
-                if save:  # θ_{j+1} with g_j pending: what a resumed run goes on from
-                    resume_state = self.state(copied=True)
-                rule.advance()
-                self._next(j, last, save)
-            elif self.mode.overlap:  # gala's hts: release θ_{j+1}, then learn from D(θ_j) while the envs run
-                rule.advance()
-                self._advance(j + 1)
-                self._next(j, last, save)
-                rule.learn(storage, j)
-                if last:  # a resumed run goes on from before the last step
-                    resume_state = self.state(copied=True)
-                    rule.advance()
-            else:  # sync: learn from D(θ_j), then θ_{j+1}
-                rule.learn(storage, j)
-                rule.advance()
-                self._advance(j + 1)
-                self._next(j, last, save)
+            resume_state = self._update(storage, j, last, save)
         except PeerFinished:  # an allreduce peer ended the run before this update: end here too, without it
             last, save, resume_state = True, True, None
         if save:
             self._begin_checkpoint("final" if last else "barrier", resume_state)
+
+    def _update(self, storage: dict[str, np.ndarray], j: int, last: bool, save: bool) -> dict | None:
+        """The rule's steps in the mode's order; the state to resume from when it is not the one after."""
+        rule = self.rule
+        if self.run_ahead:  # learn from D(θ_j) at once: θ_{j+2} = θ_{j+1} - η g_j
+            self._advance(j + 1)
+            rule.learn(storage, j)
+            resume_state = self.state(copied=True) if save else None  # θ_{j+1} with g_j pending
+            rule.advance()
+            self._next(j, last, save)
+            return resume_state
+        if self.mode.overlap:  # gala's hts: release θ_{j+1}, then learn from D(θ_j) while the envs run
+            rule.advance()
+            self._advance(j + 1)
+            self._next(j, last, save)
+            rule.learn(storage, j)
+            if not last:
+                return None
+            resume_state = self.state(copied=True)  # a resumed run goes on from before the last step
+            rule.advance()
+            return resume_state
+        rule.learn(storage, j)  # sync: learn from D(θ_j), then θ_{j+1}
+        rule.advance()
+        self._advance(j + 1)
+        self._next(j, last, save)
+        return None
 
     def _next(self, j: int, last: bool, save: bool) -> None:
         """After barrier j's update: publish the new θ and, unless a checkpoint holds them, release the envs."""
