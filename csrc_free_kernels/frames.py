@@ -182,23 +182,29 @@ def maxpool_kernel(a, b, out):
 
 
 @numba.njit(cache=True)
-def colors_known_kernel(frame, ref, lut, full):
+def colors_known_kernel(frame, ref, lut, full, rows_differ):
     """True when ``lut`` knows the gray level of every index in ``frame``. Unless ``full``, ``ref``
     is a frame whose colours are all known and only the rows, then pixels, that differ from it
-    are looked up (a whole-row XOR first: the common case is a row with no change at all)."""
+    are looked up (a whole-row XOR first: the common case is a row with no change at all).
+    ``rows_differ[y]``: whether row y differs from ``ref`` (every row if ``full``), for all rows."""
     h, w = frame.shape
+    known = True
     for y in range(h):
+        rows_differ[y] = True
         if not full:
             diff = 0
             for x in range(w):
                 diff |= frame[y, x] ^ ref[y, x]
             if diff == 0:
+                rows_differ[y] = False
                 continue
-        for x in range(w):
-            v = frame[y, x]
-            if lut[v] < 0 and (full or v != ref[y, x]):
-                return False
-    return True
+        if known:
+            for x in range(w):
+                v = frame[y, x]
+                if lut[v] < 0 and (full or v != ref[y, x]):
+                    known = False
+                    break
+    return known
 
 
 @numba.njit(cache=True)
@@ -217,11 +223,19 @@ def learn_colors_kernel(frame, gray, lut):
 
 
 @numba.njit(cache=True)
-def _update_max(a, b, a_ref, b_ref, lut, frame, changed_rows, full):
+def _update_max(a, b, a_ref, b_ref, lut, frame, changed_rows, full, may_differ):
     """frame = max(lut[a], lut[b]) where a or b differs from the last step's (everywhere if
-    ``full``); changed_rows[y] says whether row y of ``frame`` changed."""
+    ``full``); changed_rows[y] says whether row y of ``frame`` changed. A row where neither may
+    differ (no ``may_differ[k, y]`` set) is not read at all."""
     h, w = a.shape
+    flags = may_differ.shape[0]
     for y in range(h):
+        candidate = full
+        for k in range(flags):
+            candidate = candidate or may_differ[k, y]
+        if not candidate:
+            changed_rows[y] = False
+            continue
         if not full:
             diff = 0
             for x in range(w):
@@ -245,14 +259,17 @@ def _update_max(a, b, a_ref, b_ref, lut, frame, changed_rows, full):
 
 @numba.njit(cache=True)
 def indexed_maxpool_resize_push_kernel(a, b, a_ref, b_ref, lut, frame, small, prev, out,
-                                       y_index, y_weight, x_index, x_weight, row, out_row, changed_rows, full):
+                                       y_index, y_weight, x_index, x_weight, row, out_row, changed_rows, full,
+                                       may_differ):
     """out[:-1] = prev[1:]; out[-1] = area_resize(max(gray a, gray b)), a and b palette indices.
 
     ``frame`` (gray, source size) and ``small`` (its resize) hold the last step's results and are
     brought up to date: only pixels whose index changed since ``a_ref``/``b_ref`` and only output
-    rows that read a changed source row are recomputed (all of them if ``full``). Every index of
-    a and b must be in ``lut`` (see colors_known_kernel). Returns the output rows recomputed."""
-    _update_max(a, b, a_ref, b_ref, lut, frame, changed_rows, full)
+    rows that read a changed source row are recomputed (all of them if ``full``). ``may_differ``
+    [k, y]: flags whose union covers every row where a or b may differ from its reference (a
+    superset will do; the other rows are skipped unread). Every index of a and b must be in ``lut`` (see colors_known_kernel). Returns the
+    output rows recomputed."""
+    _update_max(a, b, a_ref, b_ref, lut, frame, changed_rows, full, may_differ)
     recomputed = 0
     for dy in range(small.shape[0]):
         dirty = full

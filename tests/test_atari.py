@@ -284,10 +284,12 @@ def test_other_settings():
 # ---------------------------------------------------------------- palette-indexed, incremental path
 
 
-def _indexed_push(a, b, a_ref, b_ref, lut, state, prev, plan, full):
+def _indexed_push(a, b, a_ref, b_ref, lut, state, prev, plan, full, may_differ=None):
     frame, small, changed = state
     out = np.empty_like(prev)
-    rows = indexed_maxpool_resize_push_kernel(a, b, a_ref, b_ref, lut, frame, small, prev, out, *plan, changed, full)
+    may_differ = np.ones((1, a.shape[0]), np.bool_) if may_differ is None else may_differ
+    rows = indexed_maxpool_resize_push_kernel(a, b, a_ref, b_ref, lut, frame, small, prev, out, *plan, changed, full,
+                                              may_differ)
     return out, rows
 
 
@@ -333,17 +335,41 @@ def test_indexed_push_recomputes_nothing_when_nothing_changed():
     np.testing.assert_array_equal(again[:-1], first[1:])
 
 
+def test_indexed_push_reads_only_rows_that_may_differ():
+    """Rows outside the ``may_differ`` bound are skipped unread; the bound's rows are updated."""
+    plan = make_resize_plan()
+    lut = np.arange(256, dtype=np.int16)
+    a, b = _frames(0)
+    state = (np.zeros((210, 160), np.uint8), np.zeros((84, 84), np.uint8), np.zeros(210, np.bool_))
+    prev = np.zeros((4, 84, 84), np.uint8)
+    first, _ = _indexed_push(a, b, a, b, lut, state, prev, plan, True)
+    a2, b2 = a.copy(), b.copy()
+    a2[10:20] = 255
+    b2[100:110] = 255
+    bound = np.zeros((3, 210), np.bool_)
+    bound[0, 10:20] = True  # b's change lies outside the bound: left as it was
+    _, rows = _indexed_push(a2, b2, a, b, lut, state, first, plan, False, bound)
+    assert 0 < rows < 84 and (state[0][10:20] == 255).all() and not (state[0][100:110] == 255).all()
+    bound[2, 100:110] = True  # any flag row counts
+    _, rows_both = _indexed_push(a2, b2, a, b, lut, state, first, plan, False, bound)
+    assert (state[0][100:110] == 255).all() and rows_both > 0
+
+
 def test_colors_known_looks_only_where_the_frame_changed():
     lut = np.full(256, -1, np.int16)
     lut[[0, 2]] = [10, 20]
     ref = np.zeros((210, 160), np.uint8)
     frame = ref.copy()
     frame[5, 7] = 2
-    assert colors_known_kernel(frame, ref, lut, False) and colors_known_kernel(frame, ref, lut, True)
+    rows = np.zeros(210, np.bool_)
+    assert colors_known_kernel(frame, ref, lut, False, rows) and np.flatnonzero(rows).tolist() == [5]
+    assert colors_known_kernel(frame, ref, lut, True, rows) and rows.all()
     ref[100, 100] = frame[100, 100] = 8  # unknown, but unchanged from a frame already known
-    assert colors_known_kernel(frame, ref, lut, False) and not colors_known_kernel(frame, ref, lut, True)
+    assert colors_known_kernel(frame, ref, lut, False, rows) and not colors_known_kernel(frame, ref, lut, True, rows)
     frame[50, 3] = 6
-    assert not colors_known_kernel(frame, ref, lut, False)
+    frame[150, 3] = 2
+    assert not colors_known_kernel(frame, ref, lut, False, rows)
+    assert np.flatnonzero(rows).tolist() == [5, 50, 150]  # every changed row, past the unknown colour
 
 
 def test_learn_colors_refuses_a_second_gray_level_for_one_index():

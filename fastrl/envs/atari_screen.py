@@ -6,6 +6,13 @@ the palette indices costs 1 us), and consecutive Atari frames differ in few pixe
 screens are fetched as indices and the pooled gray frame and its resize are brought up to
 date only where an index changed (``csrc_free_kernels.frames.indexed_maxpool_resize_push_kernel``).
 
+Which rows to look at is known before the pool/resize reads anything: each fetch is compared
+with a frame already known (for its colours, below), and that comparison's changed rows bound
+where the step's two screens can differ from the last step's: the mid frame from the last
+step's mid through (last step's last vs its mid) and (this mid vs last step's last), the last
+frame through (this mid vs last step's last) and (this last vs this mid). So rows that changed
+in none of those three comparisons are never read again.
+
 The gray level of each index is learned from ALE itself: a fetched frame holding an index the
 table has not seen yet (checked only where the frame differs from one already known) is fetched
 once more as ALE's gray screen, while the emulator still shows it, and every index in it is
@@ -23,6 +30,9 @@ from csrc_free_kernels.frames import (
 )
 
 
+_MID, _LAST, _BEFORE = 0, 1, 2  # rows of StepScreens._rows
+
+
 class StepScreens:
     """Holds the last two screens of the current step and the previous step's, double-buffered."""
 
@@ -38,8 +48,12 @@ class StepScreens:
         self._frame = np.zeros(shape, np.uint8)  # the pooled gray frame of the last step
         self._small = np.zeros((plan.y_index.shape[0], plan.x_index.shape[1]), np.uint8)
         self._changed_rows = np.ones(shape[0], np.bool_)
+        # rows that differ: [this mid vs the last step's last, this last vs what it was checked
+        # against, the last step's last vs its mid]; their union bounds what the push must read
+        self._rows = np.ones((3, shape[0]), np.bool_)
         self._full = True  # no last step to update from: recompute everything
         self._mid_fetched = False
+        self._pooled = False
 
     def restart(self) -> None:
         """The emulator jumped (reset, restored state): the next push recomputes everything."""
@@ -47,7 +61,7 @@ class StepScreens:
 
     def fetch_mid(self) -> None:
         """The second-to-last frame of the step, while the emulator shows it."""
-        self._fetch(self._mid[self._cur], self._last[1 - self._cur])
+        self._fetch(self._mid[self._cur], self._last[1 - self._cur], self._rows[_MID])
         self._mid_fetched = True
 
     def fetch_last(self, pool: bool = True) -> None:
@@ -55,13 +69,16 @@ class StepScreens:
         game over before its second-to-last frame) pools the last frame with itself."""
         c = self._cur
         known = self._mid[c] if self._mid_fetched else self._last[1 - c]
-        self._fetch(self._last[c], known)
+        self._fetch(self._last[c], known, self._rows[_LAST])
+        if not self._mid_fetched:  # last vs the last step's last already covers both frames
+            self._rows[_MID] = False
+        self._pooled = pool
         if not pool:
             self._mid[c][:] = self._last[c]
 
-    def _fetch(self, screen: np.ndarray, known: np.ndarray) -> None:
+    def _fetch(self, screen: np.ndarray, known: np.ndarray, rows_differ: np.ndarray) -> None:
         self._ale.getScreen(screen)
-        if colors_known_kernel(screen, known, self._lut, self._full):
+        if colors_known_kernel(screen, known, self._lut, self._full, rows_differ):
             return
         self._ale.getScreenGrayscale(self._gray)
         if not learn_colors_kernel(screen, self._gray, self._lut):
@@ -72,8 +89,13 @@ class StepScreens:
         c = self._cur
         indexed_maxpool_resize_push_kernel(
             self._mid[c], self._last[c], self._mid[1 - c], self._last[1 - c], self._lut, self._frame, self._small,
-            prev, out, *self._plan, self._changed_rows, self._full,
+            prev, out, *self._plan, self._changed_rows, self._full, self._rows,
         )
+        # next step's bound: this last vs this mid, or nothing when the mid became a copy of the last
+        if self._pooled:
+            self._rows[_BEFORE] = self._rows[_LAST]
+        else:
+            self._rows[_BEFORE] = False
         self._full = False
         self._mid_fetched = False
         self._cur = 1 - c
