@@ -322,13 +322,18 @@ def test_indexed_push_equals_the_gray_path_step_after_step(seed, colours, change
                 frame[y:y + 10, x:x + 10] = palette[rng.integers(colours)]
 
 
-def test_indexed_push_recomputes_nothing_when_nothing_changed():
+def _pushed_once():
+    """Random index frames a, b pushed once in full: (plan, lut, a, b, kernel state, output, rows)."""
     plan = make_resize_plan()
     lut = np.arange(256, dtype=np.int16)
     a, b = _frames(0)
     state = (np.zeros((210, 160), np.uint8), np.zeros((84, 84), np.uint8), np.zeros(210, np.bool_))
-    prev = np.zeros((4, 84, 84), np.uint8)
-    first, rows = _indexed_push(a, b, a, b, lut, state, prev, plan, True)
+    first, rows = _indexed_push(a, b, a, b, lut, state, np.zeros((4, 84, 84), np.uint8), plan, True)
+    return plan, lut, a, b, state, first, rows
+
+
+def test_indexed_push_recomputes_nothing_when_nothing_changed():
+    plan, lut, a, b, state, first, rows = _pushed_once()
     again, rows_again = _indexed_push(a, b, a, b, lut, state, first, plan, False)
     assert rows == 84 and rows_again == 0
     np.testing.assert_array_equal(again[-1], first[-1])
@@ -337,12 +342,7 @@ def test_indexed_push_recomputes_nothing_when_nothing_changed():
 
 def test_indexed_push_reads_only_rows_that_may_differ():
     """Rows outside the ``may_differ`` bound are skipped unread; the bound's rows are updated."""
-    plan = make_resize_plan()
-    lut = np.arange(256, dtype=np.int16)
-    a, b = _frames(0)
-    state = (np.zeros((210, 160), np.uint8), np.zeros((84, 84), np.uint8), np.zeros(210, np.bool_))
-    prev = np.zeros((4, 84, 84), np.uint8)
-    first, _ = _indexed_push(a, b, a, b, lut, state, prev, plan, True)
+    plan, lut, a, b, state, first, _ = _pushed_once()
     a2, b2 = a.copy(), b.copy()
     a2[10:20] = 255
     b2[100:110] = 255
