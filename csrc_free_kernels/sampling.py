@@ -15,25 +15,42 @@ import numba
 import numpy as np
 
 
+@numba.njit(cache=True, inline="always")
+def _sample_row(logits, b, u):
+    """(action, logp) of row ``b``; the one place the sampling arithmetic lives."""
+    n_actions = logits.shape[1]
+    peak = -math.inf
+    for a in range(n_actions):
+        peak = max(peak, np.float64(logits[b, a]))
+    total = 0.0
+    for a in range(n_actions):
+        total += math.exp(logits[b, a] - peak)
+    chosen = n_actions - 1
+    cumulative = 0.0
+    for a in range(n_actions):
+        cumulative += math.exp(logits[b, a] - peak) / total
+        if cumulative > u:
+            chosen = a
+            break
+    return chosen, logits[b, chosen] - peak - math.log(total)
+
+
 @numba.njit(cache=True)
 def _sample_kernel(logits, u, actions_out, logp_out):
-    batch, n_actions = logits.shape
-    for b in range(batch):
-        peak = -math.inf
-        for a in range(n_actions):
-            peak = max(peak, np.float64(logits[b, a]))
-        total = 0.0
-        for a in range(n_actions):
-            total += math.exp(logits[b, a] - peak)
-        chosen = n_actions - 1
-        cumulative = 0.0
-        for a in range(n_actions):
-            cumulative += math.exp(logits[b, a] - peak) / total
-            if cumulative > u[b]:
-                chosen = a
-                break
-        actions_out[b] = chosen
-        logp_out[b] = logits[b, chosen] - peak - math.log(total)
+    for b in range(logits.shape[0]):
+        actions_out[b], logp_out[b] = _sample_row(logits, b, u[b])
+
+
+@numba.njit(cache=True)
+def sample_rows_kernel(logits, values, version, rows, u, action, logp, value, stamp):
+    """The actor's whole write-back in one call: for each b, sample row ``rows[b]`` of the
+    trajectory columns from ``logits[b]`` and its own ``u``, and store its action, logp,
+    ``values[b]`` and the weights' ``version`` there (same arithmetic as ``_sample_kernel``)."""
+    for b in range(rows.shape[0]):
+        row = rows[b]
+        action[row], logp[row] = _sample_row(logits, b, u[row])
+        value[row] = values[b]
+        stamp[row] = version
 
 
 def sample_from_u(logits, u, actions_out, logp_out):

@@ -2,7 +2,7 @@ import numpy as np
 import torch
 from hypothesis import given, settings, strategies as st
 
-from csrc_free_kernels.sampling import sample_from_u, sample_from_u_reference
+from csrc_free_kernels.sampling import sample_from_u, sample_from_u_reference, sample_rows_kernel
 
 SETTINGS = settings(max_examples=30, deadline=None, database=None)
 
@@ -43,6 +43,29 @@ def test_batch_invariance(seed, batch, n_actions):
     for b in range(batch):
         a1, l1 = sample(logits[b:b + 1], u[b:b + 1])
         assert a1[0] == actions[b] and l1.tobytes() == logp[b:b + 1].tobytes()
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 18))
+def test_rows_kernel_writes_what_sample_from_u_returns(seed, batch, n_actions):
+    """The actor's fused write-back: scattered rows get the same bits as a plain batch, each
+    sampled from its own row's u; rows outside the batch are left alone."""
+    logits, _ = random_logits(seed, batch, n_actions)
+    rng = np.random.default_rng(seed + 1)
+    n_rows = 3 * batch
+    rows = np.sort(rng.choice(n_rows, size=batch, replace=False)).astype(np.int64)
+    u_col = rng.random(n_rows)
+    action, logp = np.full(n_rows, -1, np.int64), np.full(n_rows, 9.0, np.float32)
+    value, stamp = np.full(n_rows, 9.0, np.float32), np.full(n_rows, -1, np.int64)
+    values = rng.normal(size=batch).astype(np.float32)
+    sample_rows_kernel(np.ascontiguousarray(logits), values, 7, rows, u_col, action, logp, value, stamp)
+    actions, logps = sample(logits, u_col[rows])
+    np.testing.assert_array_equal(action[rows], actions)
+    assert logp[rows].tobytes() == logps.tobytes()
+    np.testing.assert_array_equal(value[rows], values)
+    assert (stamp[rows] == 7).all()
+    untouched = np.setdiff1d(np.arange(n_rows), rows)
+    assert (action[untouched] == -1).all() and (stamp[untouched] == -1).all() and (value[untouched] == 9.0).all()
 
 
 def test_frequencies_follow_softmax():

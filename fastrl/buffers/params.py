@@ -85,19 +85,20 @@ class SharedParams:
         """A consistent copy of the whole vector into ``out``; returns its version."""
         return self._read(lambda version: out.copy_(self.flat))
 
-    @torch.no_grad()
     def load_into(self, model: torch.nn.Module, have_version: int) -> int:
-        """Copy the weights into ``model`` if the published version differs; returns the version held."""
-        seq = int(self.header[SEQ])
-        if not seq & 1 and int(self.header[VERSION]) == have_version and int(self.header[SEQ]) == seq:
-            return have_version  # nothing new: the common case, checked without the copy machinery
-        pairs = []
+        """Copy the weights into ``model`` if the published version differs; returns the version held.
+        Not a ``no_grad`` function: the common case (nothing new, every actor batch) would pay for
+        entering the context more than for the check."""
+        header = self.header
+        seq = int(header[SEQ])
+        if not seq & 1 and int(header[VERSION]) == have_version and int(header[SEQ]) == seq:
+            return have_version
 
         def copy(version: int) -> None:
             if version != have_version:
-                pairs[:] = pairs or self._views(model)
-                for tensor, view in pairs:
-                    tensor.copy_(view)
+                with torch.no_grad():
+                    for tensor, view in self._views(model):
+                        tensor.copy_(view)
 
         return self._read(copy)
 

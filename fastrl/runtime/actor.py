@@ -19,7 +19,7 @@ from queue import Empty
 import numpy as np
 import torch
 
-from csrc_free_kernels.sampling import _sample_kernel, sample_from_u
+from csrc_free_kernels.sampling import sample_rows_kernel
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.models import build_model
@@ -71,18 +71,21 @@ class Actor:
         pinned = self.device.type == "cuda"
         obs_dtype = torch.from_numpy(np.zeros(0, spec.env_info.obs_dtype)).dtype
         self.obs_batch = torch.empty((self.served, *spec.env_info.obs_shape), dtype=obs_dtype, pin_memory=pinned)
-        self.actions = np.empty(self.served, np.int64)
-        self.logps = np.empty(self.served, np.float32)
         self.pending: list[list[int]] = [[] for _ in range(sets)]  # requests by weight set
         self.constant: list[tuple | None] = [None] * sets  # (version, logits, value) of an obs-blind policy
+        self.zero_micro_batch: torch.Tensor | None = None  # its input, made on first use
         self._warm_up()
         self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).actor(index)]
 
     @torch.inference_mode()
     def _warm_up(self) -> None:
         """Run the forward and the sampler once so the first real batch pays no JIT or lazy-init cost."""
-        logits, _ = forward_microbatched(self.model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch)
-        sample_from_u(logits.float().cpu().numpy(), np.zeros(1), self.actions[:1], self.logps[:1])
+        logits, value = forward_microbatched(self.model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch)
+        scratch = {name: np.zeros(1, column.dtype) for name, column in
+                   (("u", self.u), ("action", self.action), ("logp", self.logp), ("value", self.value),
+                    ("stamp", self.stamp))}
+        sample_rows_kernel(logits.float().cpu().numpy(), value.float().cpu().numpy(), 0, np.zeros(1, np.int64),
+                           scratch["u"], scratch["action"], scratch["logp"], scratch["value"], scratch["stamp"])
 
     def poll(self, timeout: float) -> bool:
         started = time.perf_counter()
@@ -132,12 +135,9 @@ class Actor:
         else:
             logits, value = self._constant_outputs(weights, version, n)
         self.versions[weights] = version
-        # the kernel itself: these arrays are the actor's own, of the right dtypes and shapes
-        _sample_kernel(np.ascontiguousarray(logits, np.float32), self.u[rows], self.actions[:n], self.logps[:n])
-        self.action[rows] = self.actions[:n]
-        self.logp[rows] = self.logps[:n]
-        self.value[rows] = value
-        self.stamp[rows] = version
+        # one kernel samples every row from its own u and writes action, logp, value and version
+        sample_rows_kernel(np.ascontiguousarray(logits, np.float32), np.ascontiguousarray(value, np.float32), version,
+                           rows, self.u, self.action, self.logp, self.value, self.stamp)
         return envs
 
     @torch.inference_mode()
@@ -147,15 +147,18 @@ class Actor:
         logits, value = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch)
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
-    @torch.inference_mode()
     def _constant_outputs(self, weights: int, version: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """A policy that ignores the observation gives every row the same outputs: forward one zero
-        row once per weight version and tile it (no per-batch torch call, same bits as the forward)."""
+        """A policy that ignores the observation gives every row the same outputs: forward one
+        micro-batch of zero rows once per weight version and tile its first row (no per-batch torch
+        call; the same input, so the same bits, as ``forward_microbatched`` pads one row to)."""
         cached = self.constant[weights]
         if cached is None or cached[0] != version:
-            logits, value = forward_microbatched(self.models[weights], self.obs_batch[:1].zero_().to(self.device),
-                                                 self.micro_batch)
-            logits, value = logits.float().cpu().numpy(), value.float().cpu().numpy()
+            with torch.inference_mode():  # entered only here: the context costs more than a cached batch
+                if self.zero_micro_batch is None:
+                    self.zero_micro_batch = torch.zeros((self.micro_batch, *self.obs_batch.shape[1:]),
+                                                        dtype=self.obs_batch.dtype, device=self.device)
+                logits, value = self.models[weights](self.zero_micro_batch)
+                logits, value = logits[:1].float().cpu().numpy(), value[:1].float().cpu().numpy()
             cached = self.constant[weights] = (version, np.repeat(logits, self.served, 0), np.repeat(value, self.served))
         return cached[1][:n], cached[2][:n]
 

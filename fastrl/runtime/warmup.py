@@ -14,7 +14,7 @@ def compile_kernels() -> None:
     from csrc_free_kernels.gae import gae
     from csrc_free_kernels.returns import nstep_returns
     from csrc_free_kernels.vtrace import vtrace
-    from csrc_free_kernels.sampling import sample_from_u
+    from csrc_free_kernels.sampling import sample_from_u, sample_rows_kernel
 
     # the learner: [N, T] views of [N, T + 1] storages, bootstrap a column of a [N, T + 1] array;
     # with N = 1 (its own warm-up on one slot) numpy sees those views as contiguous
@@ -24,5 +24,8 @@ def compile_kernels() -> None:
         nstep_returns(rows[:, :2], dones, rows[:, 2], 0.99)
         gae(rows[:, :2], dones, rows, 0.99, 0.95)  # ppo: values of all T + 1 rows, contiguous
         vtrace(rows[:, :2], np.zeros((n, 2), np.float32), rows[:, :2], dones, rows, 0.99, 1.0, 1.0, 1.0)  # impala
-    # the actor: contiguous logits, gathered u, preallocated outputs
-    sample_from_u(np.zeros((1, 2), np.float32), np.zeros(1), np.empty(1, np.int64), np.empty(1, np.float32))
+    # the actor: contiguous logits and values, sorted rows, the trajectory's 1-D columns
+    sample_rows_kernel(np.zeros((1, 2), np.float32), np.zeros(1, np.float32), 0, np.zeros(1, np.int64),
+                       np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32),
+                       np.zeros(1, np.int64))
+    sample_from_u(np.zeros((1, 2), np.float32), np.zeros(1), np.empty(1, np.int64), np.empty(1, np.float32))  # evaluate
