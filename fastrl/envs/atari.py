@@ -156,30 +156,49 @@ class AtariEnv:
 
     def _repeat(self, action: int) -> tuple[int, bool]:
         """Play ``action`` for frame_skip frames, keeping the last two screens; (raw reward, game over)."""
+        if self.repeat_action_probability > 0.0:
+            return self._repeat_sticky(action)
+        ale, screens = self._ale, self._screens
+        skip = self.frames_per_step
+        reward = 0
+        for i in range(skip):
+            reward += ale.act(action)
+            if ale.game_over():
+                return self._ended(reward, i)
+            if i == skip - 2:
+                screens.fetch_mid()
+        screens.fetch_last(pool=skip > 1)
+        self._frames += skip
+        return reward, False
+
+    def _repeat_sticky(self, action: int) -> tuple[int, bool]:
+        """``_repeat`` with ALE's sticky rule: at each frame, with probability p, the previous
+        frame's action is played instead (a loop of its own so the common p = 0 pays nothing)."""
         ale = self._ale
         skip = self.frames_per_step
         p = self.repeat_action_probability
         reward = 0
         for i in range(skip):
-            if p > 0.0:
-                if self._u_pos == _U_BLOCK:
-                    self._rng.random(out=self._u)
-                    self._u_pos = 0
-                if self._u[self._u_pos] >= p:  # ALE's rule: otherwise repeat the previous frame's action
-                    self._last_action = action
-                self._u_pos += 1
-                reward += ale.act(self._last_action)
-            else:
-                reward += ale.act(action)
+            if self._u_pos == _U_BLOCK:
+                self._rng.random(out=self._u)
+                self._u_pos = 0
+            if self._u[self._u_pos] >= p:  # ALE's rule: otherwise repeat the previous frame's action
+                self._last_action = action
+            self._u_pos += 1
+            reward += ale.act(self._last_action)
             if ale.game_over():
-                self._frames += i + 1
-                self._screens.fetch_last(pool=False)  # the final frame alone
-                return reward, True
+                return self._ended(reward, i)
             if i == skip - 2:
                 self._screens.fetch_mid()
         self._screens.fetch_last(pool=skip > 1)
         self._frames += skip
         return reward, False
+
+    def _ended(self, reward: int, frame: int) -> tuple[int, bool]:
+        """Game over at ``frame`` of the step: the final frame alone is the observation."""
+        self._frames += frame + 1
+        self._screens.fetch_last(pool=False)
+        return reward, True
 
     def _press_fire(self) -> tuple[int, bool]:
         """FIRE, then the third action, one agent step each (baselines' FireResetEnv)."""
@@ -190,9 +209,6 @@ class AtariEnv:
             if over:
                 return reward, True
         return reward, False
-
-    def _push(self, prev: np.ndarray, out: np.ndarray) -> None:
-        self._screens.push(prev, out)
 
     # ---------------------------------------------------------------- adapter protocol
 
@@ -216,7 +232,7 @@ class AtariEnv:
             ale.reset_game()
             self._screens.fetch_last(pool=False)
         self._lives = ale.lives()
-        self._push(out, out)
+        self._screens.push(out, out)
         stack_fill_kernel(out)
 
     def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, bool, bool]:
@@ -231,7 +247,7 @@ class AtariEnv:
             r, over = self._press_fire()
             raw += r
             self._lives = self._ale.lives()
-        self._push(prev, out)
+        self._screens.push(prev, out)
         if restart:
             stack_fill_kernel(out)
         episode_over = over or self._frames >= self.config.max_episode_frames

@@ -67,10 +67,12 @@ class Executor:
                                  for learner in range(spec.learners)]
         self.envs = [make_env(spec.config.env, int(e)) for e in self.env_ids]
         n = len(self.env_ids)
-        self.row = np.zeros(n, np.int64)  # flat row of each env's current observation
-        self.t = np.zeros(n, np.int64)  # step within the rollout
-        self.episode_return = np.zeros(n, np.float64)
-        self.episode_length = np.zeros(n, np.int64)
+        # per-env state as Python lists: a numpy scalar costs more to read and write, on every step
+        self.row = [0] * n  # flat row of each env's current observation
+        self.t = [0] * n  # step within the rollout
+        self.episode_return = [0.0] * n
+        self.episode_length = [0] * n
+        self.actor_of_local = [int(self.actor_of[e]) for e in self.env_list]
         rows = buffers.slots.rows
         self.obs, self.action, self.reward = rows["obs"], rows["action"], rows["reward"]
         self.done, self.u = rows["done"], rows["u"]
@@ -87,14 +89,14 @@ class Executor:
         self.direct_actor = -1  # inline actors: the actor in this process; its requests skip the queue
         self.direct_requests: list[int] = []
         self.rollouts = [-1] * spec.learners  # the newest rollout each learner has released ("go")
-        self.env_rollout = np.full(n, -1, np.int64)  # the rollout each env is filling, or finished and parked at
+        self.env_rollout = [-1] * n  # the rollout each env is filling, or finished and parked at
         self.saved_rollout = -1
         self.first_rollout = spec.resume.rollout if spec.resume else 0
         # async: envs waiting for a free slot (local indices, in order), whether each has begun,
         # and each one's last observation, kept aside because its full slot may be reused at once
         self.queued = spec.mode.queued
         self.waiting: list[int] = []
-        self.fresh = np.ones(n, bool)
+        self.fresh = [True] * n
         self.last_obs = np.zeros((n, *spec.env_info.obs_shape), spec.env_info.obs_dtype) if self.queued else None
         self.rngs, self.restored = self._streams_and_states()
 
@@ -188,8 +190,7 @@ class Executor:
     def _announce(self, i: int, row: int, requests: dict[int, list[int]]) -> None:
         self.u[row] = self.rngs[i].random()
         self.row[i] = row
-        env = int(self.env_ids[i])
-        requests.setdefault(int(self.actor_of[env]), []).append(encode_request(env, row, self.envs_total))
+        requests.setdefault(self.actor_of_local[i], []).append(encode_request(self.env_list[i], row, self.envs_total))
         self.pending_requests += 1
 
     def _start_rollout(self, rollout: int, learner: int, requests: dict[int, list[int]]) -> None:
@@ -245,15 +246,15 @@ class Executor:
             self._reset(i, row)
             return
         self.envs[i].set_state(state["env"])
-        self.episode_return[i] = state["episode_return"]
-        self.episode_length[i] = state["episode_length"]
+        self.episode_return[i] = float(state["episode_return"])
+        self.episode_length[i] = int(state["episode_length"])
         self.obs[row] = state["obs"]
 
     def _reset_seed(self, i: int) -> int:
         return int(self.rngs[i].integers(RESET_SEED_BOUND))
 
     def _step(self, i: int, requests, finished: list[int], episodes: list) -> None:
-        row = int(self.row[i])
+        row = self.row[i]
         result = self._env_step(i, row, int(self.action[row]))
         if self.step_delay_s:
             time.sleep(random.random() * self.step_delay_s)  # testing: timing noise, not seeded on purpose
@@ -267,19 +268,19 @@ class Executor:
             self.episode_return[i] += raw
             self.episode_length[i] += 1
             if over:
-                episodes.append((int(self.env_ids[i]), float(self.episode_return[i]), int(self.episode_length[i])))
+                episodes.append((self.env_list[i], self.episode_return[i], self.episode_length[i]))
                 self.episode_return[i] = 0.0
                 self.episode_length[i] = 0
                 self._reset(i, row + 1)
-        self.t[i] += 1
-        if self.t[i] == self.steps:
+        t = self.t[i] = self.t[i] + 1
+        if t == self.steps:
             self.row[i] = row + 1
             if self.queued:  # the slot goes to the learner; the env waits for a free one
                 self.last_obs[i] = self.obs[row + 1]
                 finished.append((row + 1) // (self.steps + 1))
                 self.waiting.append(i)
             else:
-                env, rollout = self.env_list[i], int(self.env_rollout[i])
+                env, rollout = self.env_list[i], self.env_rollout[i]
                 finished.append(env * 2 + (rollout & 1))  # the learner counts each rollout's envs apart
                 if self.rollouts[self.learner_of[env]] > rollout:  # run-ahead: its next "go" has come
                     self._begin_rollout(i, rollout + 1, requests)
@@ -291,18 +292,19 @@ class Executor:
     def _mark(self, phase: int, i: int, action: int) -> None:
         activity = self.activity
         activity[_ENV] = self.env_list[i]
-        activity[_STEP] = int(self.episode_length[i])
+        activity[_STEP] = self.episode_length[i]
         activity[_ACTION] = action
         activity[_PHASE] = phase
 
     def _env_step(self, i: int, row: int, action: int):
         activity = self.activity  # _mark, inlined: this runs on every step
         activity[_ENV] = self.env_list[i]
-        activity[_STEP] = int(self.episode_length[i])
+        activity[_STEP] = self.episode_length[i]
         activity[_ACTION] = action
         activity[_PHASE] = _STEPPING
+        obs = self.obs
         try:
-            result = self.envs[i].step(action, self.obs[row], self.obs[row + 1])
+            result = self.envs[i].step(action, obs[row], obs[row + 1])
         except Exception as exc:
             self._env_failed(i, "step", action, exc)  # raises unless env.on_error = "reset"
             self._reset(i, row + 1)
@@ -349,7 +351,7 @@ class Executor:
 
     def _save_env_states(self, rollout: int) -> None:
         """At a barrier every env is parked after its last step: save what resuming needs to go on exactly."""
-        if not (self.t == self.steps).all() or self.rollouts[0] != rollout - 1:
+        if any(t != self.steps for t in self.t) or self.rollouts[0] != rollout - 1:
             raise RuntimeError(f"{self.name}: asked to save env states for rollout {rollout} while not parked")
         states = {int(e): self._env_state(i) for i, e in enumerate(self.env_ids)}
         write_env_states(self.store.env_dir(rollout), self.name, states)
