@@ -184,26 +184,34 @@ def maxpool_kernel(a, b, out):
 @numba.njit(cache=True)
 def colors_known_kernel(frame, ref, lut, full, rows_differ):
     """True when ``lut`` knows the gray level of every index in ``frame``. Unless ``full``, ``ref``
-    is a frame whose colours are all known and only the rows, then pixels, that differ from it
-    are looked up (a whole-row XOR first: the common case is a row with no change at all).
-    ``rows_differ[y]``: whether row y differs from ``ref`` (every row if ``full``), for all rows."""
+    is a frame whose colours are all known, and only pixels that differ from it are looked up,
+    found 8 at a time (frames are compared as 64-bit words; the width must be a multiple of 8,
+    as ALE's 160 is). ``rows_differ[y]``: whether row y differs from ``ref`` (every row if
+    ``full``), for all rows."""
     h, w = frame.shape
+    words, ref_words = frame.view(np.uint64), ref.view(np.uint64)
     known = True
     for y in range(h):
-        rows_differ[y] = True
-        if not full:
-            diff = 0
-            for x in range(w):
-                diff |= frame[y, x] ^ ref[y, x]
-            if diff == 0:
-                rows_differ[y] = False
-                continue
-        if known:
-            for x in range(w):
-                v = frame[y, x]
-                if lut[v] < 0 and (full or v != ref[y, x]):
+        if full:
+            rows_differ[y] = True
+            for x in range(w if known else 0):
+                if lut[frame[y, x]] < 0:
                     known = False
                     break
+            continue
+        differs = False
+        for k in range(w // 8):
+            if words[y, k] == ref_words[y, k]:
+                continue
+            differs = True
+            if not known:
+                break  # the row differs; nothing more to learn from it
+            for x in range(8 * k, 8 * k + 8):
+                v = frame[y, x]
+                if lut[v] < 0 and v != ref[y, x]:
+                    known = False
+                    break
+        rows_differ[y] = differs
     return known
 
 
@@ -226,34 +234,31 @@ def learn_colors_kernel(frame, gray, lut):
 def _update_max(a, b, a_ref, b_ref, lut, frame, changed_rows, full, may_differ):
     """frame = max(lut[a], lut[b]) where a or b differs from the last step's (everywhere if
     ``full``); changed_rows[y] says whether row y of ``frame`` changed. A row where neither may
-    differ (no ``may_differ[k, y]`` set) is not read at all."""
+    differ (no ``may_differ[k, y]`` set) is not read at all; in the others, 8-pixel words where
+    neither differs are skipped after one compare each."""
     h, w = a.shape
     flags = may_differ.shape[0]
+    words_a, words_b = a.view(np.uint64), b.view(np.uint64)
+    words_a_ref, words_b_ref = a_ref.view(np.uint64), b_ref.view(np.uint64)
     for y in range(h):
         candidate = full
         for k in range(flags):
             candidate = candidate or may_differ[k, y]
-        if not candidate:
-            changed_rows[y] = False
-            continue
-        if not full:
-            diff = 0
-            for x in range(w):
-                diff |= (a[y, x] ^ a_ref[y, x]) | (b[y, x] ^ b_ref[y, x])
-            if diff == 0:
-                changed_rows[y] = False
-                continue
         changed = full
-        for x in range(w):
-            va = a[y, x]
-            vb = b[y, x]
-            if full or va != a_ref[y, x] or vb != b_ref[y, x]:
-                ga = lut[va]
-                gb = lut[vb]
-                g = np.uint8(ga if ga > gb else gb)
-                if g != frame[y, x]:
-                    frame[y, x] = g
-                    changed = True
+        if candidate:
+            for k in range(w // 8):
+                if not full and words_a[y, k] == words_a_ref[y, k] and words_b[y, k] == words_b_ref[y, k]:
+                    continue
+                for x in range(8 * k, 8 * k + 8):
+                    va = a[y, x]
+                    vb = b[y, x]
+                    if full or va != a_ref[y, x] or vb != b_ref[y, x]:
+                        ga = lut[va]
+                        gb = lut[vb]
+                        g = np.uint8(ga if ga > gb else gb)
+                        if g != frame[y, x]:
+                            frame[y, x] = g
+                            changed = True
         changed_rows[y] = changed
 
 
@@ -267,8 +272,9 @@ def indexed_maxpool_resize_push_kernel(a, b, a_ref, b_ref, lut, frame, small, pr
     brought up to date: only pixels whose index changed since ``a_ref``/``b_ref`` and only output
     rows that read a changed source row are recomputed (all of them if ``full``). ``may_differ``
     [k, y]: flags whose union covers every row where a or b may differ from its reference (a
-    superset will do; the other rows are skipped unread). Every index of a and b must be in ``lut`` (see colors_known_kernel). Returns the
-    output rows recomputed."""
+    superset will do; the other rows are skipped unread). Every index of a and b must be in
+    ``lut`` (see colors_known_kernel); frames are C-contiguous, their width a multiple of 8.
+    Returns the output rows recomputed."""
     _update_max(a, b, a_ref, b_ref, lut, frame, changed_rows, full, may_differ)
     recomputed = 0
     for dy in range(small.shape[0]):

@@ -40,6 +40,8 @@ class StepScreens:
         self._ale = ale
         self._plan = plan
         shape = tuple(ale.getScreenDims())
+        if shape[1] % 8:  # the kernels compare frames 8 pixels (one 64-bit word) at a time
+            raise ValueError(f"ALE screen width {shape[1]} is not a multiple of 8; the frame kernels need one")
         self._mid = [np.zeros(shape, np.uint8), np.zeros(shape, np.uint8)]  # second-to-last frame
         self._last = [np.zeros(shape, np.uint8), np.zeros(shape, np.uint8)]
         self._cur = 0  # which buffer of each pair this step fills; the other holds the last step's
