@@ -93,6 +93,12 @@ class EngineConfig:
         max=1 << 16,
         multiple_of=8,
     )
+    core_rotation_s: float = _f(
+        0.0,
+        "Linux: every this many seconds each executor moves to the next CPU it may use, so rollout barriers "
+        "wait for the average core rather than the slowest (cores differ: hybrid CPUs, shared VMs); 0 = off",
+        min=0.0,
+    )
     serial: bool = _f(False, "run executors, actors and learner in this one process (debugging, profiling)")
     actor_threads: int = _f(1, "torch threads per actor process", min=1, max=1024)
     learner_threads: int = _f(1, "torch threads in the learner", min=1, max=1024)

@@ -25,7 +25,7 @@ def test_default_config_is_pong_hts_as_shipped():
     (1 executor, 1 actor), the shipped file is laid out for a 2-core machine."""
     shipped = load_config(Path(__file__).parent.parent / "configs" / "pong_hts.toml")
     default = load_config()
-    layout = {"executors": 1, "actors": 1, "inline_actors": False, "micro_batch": 16}
+    layout = {"executors": 1, "actors": 1, "inline_actors": False, "micro_batch": 16, "core_rotation_s": 0.0}
     assert {key: getattr(default.engine, key) for key in layout} == layout
     assert dataclasses.replace(shipped.engine, **layout) == default.engine
     assert (default.env.id, default.algo) == (shipped.env.id, shipped.algo)

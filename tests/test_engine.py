@@ -58,18 +58,20 @@ def test_serial_mode_gives_the_same_parameters_as_processes(tmp_path, mode):
     ("hts", "a2c"), ("hts", "ppo"),
 ])
 def test_parameters_do_not_depend_on_process_layout_or_timing(tmp_path, mode, algo):
-    """Same seed, 1 vs 2 actors, 1 vs 2 vs 4 executors, random delays: bit-identical after 20 updates.
+    """Same seed, 1 vs 2 actors, 1 vs 2 vs 4 executors, executors moving between CPUs every 10 ms,
+    random delays: bit-identical after 20 updates.
 
     PPO's minibatch permutations come from (run seed, rollout), never from timing."""
-    layouts = [(1, 1, False), (2, 1, False), (1, 2, False), (4, 2, False), (2, 2, True)]
+    layouts = [(1, 1, False, 0), (2, 1, False, 0), (1, 2, False, 0), (4, 2, False, 0), (2, 2, True, 0.01)]
     results = []
-    for executors, actors, inline in layouts:
+    for executors, actors, inline, rotation in layouts:
         _, run_dir = _train(
             tmp_path,
             f"x{executors}a{actors}{'inline' if inline else ''}",
             f"engine.executors={executors}",
             f"engine.actors={actors}",
             f"engine.inline_actors={str(inline).lower()}",
+            f"engine.core_rotation_s={rotation}",
             "engine.step_delay_s=0.002",
             "run.total_frames=800",  # 20 rollouts of 8 envs x 5 steps
             f"algo.name='{algo}'",

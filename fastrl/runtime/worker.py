@@ -21,6 +21,7 @@ from pathlib import Path
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag
 from fastrl.runtime.channels import Channels
+from fastrl.runtime.core_rotation import CoreRotation
 from fastrl.runtime.faults import StopRequested, describe_exception, exception_details
 from fastrl.runtime.spec import RunSpec, WorkerIds
 
@@ -135,9 +136,11 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
         if role == "learner":
             component.start()
         last_beat = time.monotonic()
+        rotation = CoreRotation(index, engine.core_rotation_s if role == "executor" else 0.0)
         while not control.is_set(Flag.STOP) and not termination.requested:
             component.poll(POLL_TIMEOUT_S)
             now = time.monotonic()
+            rotation.tick(now)
             if now - last_beat >= BEAT_INTERVAL_S:
                 for worker in beating:
                     control.heartbeat[worker] = now
