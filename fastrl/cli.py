@@ -74,9 +74,9 @@ def _cleanup(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     if args.bench == "sampling":
-        from fastrl.bench.sampling import measure
+        from fastrl.bench.sampling import run
 
-        print(json.dumps(measure(args.config, args.seconds, args.policy, args.set, args.rounds)))
+        run(args)
     elif args.bench == "policy-lag":
         from fastrl.bench.policy_lag import measure
 

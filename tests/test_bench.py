@@ -25,6 +25,27 @@ def test_sampling_bench_reports_the_engine_and_both_references_per_round(capsys)
     assert set(result["fastrl"]["time_split"]) == {"env", "inference", "learning", "waiting"}
 
 
+def test_sampling_bench_adapter_loop_reports_the_engines_share_of_its_own_envs_in_a_bare_loop(capsys):
+    from fastrl.cli import main as cli_main
+
+    cli_main(["bench", "sampling", "configs/pong_hts.toml", "--seconds", "1", "--rounds", "1", "--adapter-loop",
+              "--set", "engine.envs=4", "--set", "engine.executors=2", "--set", "engine.actors=2"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["adapter_loop"]["processes"] == 2 and result["adapter_loop"]["fps"] > 0
+    (row,) = result["rounds"]
+    assert row["of_adapter_loop"] == pytest.approx(row["fastrl_fps"] / row["adapter_loop_fps"], rel=1e-2)
+    assert result["of_adapter_loop"] == row["of_adapter_loop"]
+    assert result["adapter_loop_of_raw_emulator"] == pytest.approx(row["adapter_loop_fps"] / row["raw_fps"], rel=1e-2)
+
+
+def test_adapter_loop_steps_every_env_of_a_generic_gymnasium_config():
+    from fastrl.bench.references import adapter_loop_fps
+    from fastrl.config import EnvConfig
+
+    result = adapter_loop_fps(EnvConfig(id="CartPole-v1"), envs=3, processes=2, seconds=0.5)
+    assert result["envs"] == 3 and result["processes"] == 2 and result["fps"] > 1000
+
+
 def test_sampling_bench_refuses_a_non_atari_config():
     with pytest.raises(ValueError, match="CartPole-v1"):
         measure("configs/cartpole_hts.toml", seconds=1)

@@ -5,6 +5,10 @@
 - ``atari_vector_env_fps``: ale-py's ``AtariVectorEnv`` (C++ threads) with the standard
   preprocessing: frame skip 4 with max-pool, 84x84 gray, 4-stack, 30 no-op starts, no sticky
   actions.
+- ``adapter_loop_fps``: fastrl's own env adapters (the config's env, its preprocessing
+  included) stepped round robin in one bare loop per executor, random actions, no engine
+  around them. The engine cannot beat it; the gap to it is what the engine's processes,
+  queues, actors and barriers cost, apart from what the preprocessing costs.
 
 frames/s counts emulator frames (4 x agent steps). ``python bench/raw_ale.py`` prints one JSON line.
 The sampling benchmark (``fastrl bench sampling``) runs both in the same invocation as fastrl.
@@ -24,6 +28,23 @@ FRAME_SKIP = 4
 
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _in_processes(worker, args: list[tuple], seconds: float) -> list[tuple[int, float]]:
+    """Run ``worker(*args, barrier, results)`` in one spawned process per ``args``, started together
+    at a barrier; each puts (frames, seconds) on ``results``."""
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(len(args)), ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(*a, barrier, results), daemon=True) for a in args]
+    for p in procs:
+        p.start()
+    try:
+        return [results.get(timeout=seconds + 120) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
 
 
 def _raw_worker(game: str, seconds: float, seed: int, barrier, results) -> None:
@@ -59,21 +80,7 @@ def _raw_worker(game: str, seconds: float, seed: int, barrier, results) -> None:
 def raw_emulator_fps(game: str = "pong", seconds: float = 5.0, processes: int | None = None) -> dict:
     """Emulator frames/s summed over ``processes`` (default: one per usable core) bare ALE loops."""
     processes = processes or _cores()
-    ctx = mp.get_context("spawn")
-    barrier, results = ctx.Barrier(processes), ctx.Queue()
-    procs = [
-        ctx.Process(target=_raw_worker, args=(game, seconds, i, barrier, results), daemon=True)
-        for i in range(processes)
-    ]
-    for p in procs:
-        p.start()
-    try:
-        per_process = [results.get(timeout=seconds + 120) for _ in procs]
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
+    per_process = _in_processes(_raw_worker, [(game, seconds, i) for i in range(processes)], seconds)
     fps = [frames / elapsed for frames, elapsed in per_process]
     return {
         "engine": "raw ALEInterface",
@@ -84,6 +91,43 @@ def raw_emulator_fps(game: str = "pong", seconds: float = 5.0, processes: int | 
         "fps": sum(fps),
         "fps_per_process": fps,
     }
+
+
+def _adapter_worker(env_config, env_indices: list[int], seconds: float, barrier, results) -> None:
+    from fastrl.envs import make_env
+
+    envs = [make_env(env_config, e) for e in env_indices]
+    ring = 4  # rows each env cycles through, as an executor moves along its slots
+    rows = np.zeros((len(envs), ring, *envs[0].obs_shape), envs[0].obs_dtype)
+    for i, env in enumerate(envs):
+        env.reset(i, rows[i, 0])
+    plan = np.random.default_rng(env_indices[0]).integers(envs[0].n_actions, size=4096).tolist()
+    frames_per_step = getattr(envs[0], "frames_per_step", 1)
+    position = [0] * len(envs)
+    barrier.wait(timeout=120)
+    start = time.perf_counter()
+    deadline = start + seconds
+    steps = 0
+    while True:
+        for i, env in enumerate(envs):
+            p = position[i]
+            q = position[i] = (p + 1) % ring
+            if env.step(plan[steps & 4095], rows[i, p], rows[i, q])[3]:
+                env.reset(steps, rows[i, q])
+            steps += 1
+        if time.perf_counter() >= deadline:
+            break
+    results.put((steps * frames_per_step, time.perf_counter() - start))
+
+
+def adapter_loop_fps(env_config, envs: int, processes: int, seconds: float = 5.0) -> dict:
+    """Frames/s of ``envs`` env adapters of ``env_config`` split over ``processes`` bare loops."""
+    from fastrl.runtime.spec import split
+
+    parts = [(env_config, [int(e) for e in part], seconds) for part in split(envs, processes)]
+    per_process = _in_processes(_adapter_worker, parts, seconds)
+    return {"engine": "fastrl env adapters, bare loop", "envs": envs, "processes": processes, "seconds": seconds,
+            "fps": sum(frames / elapsed for frames, elapsed in per_process)}
 
 
 def atari_vector_env_fps(

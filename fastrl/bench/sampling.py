@@ -4,6 +4,11 @@ Runs fastrl (executors, queues, actors, and the learner's barriers without updat
 seconds with a uniform random or the config's model policy, then — in the same invocation,
 one after the other — the raw emulator on every core (the physical limit) and ale-py's
 AtariVectorEnv with the same preprocessing and number of envs. Prints one JSON line.
+
+``--adapter-loop`` adds a fourth measurement: the config's own env adapters stepped in one bare
+loop per executor, no engine around them (``references.adapter_loop_fps``). ``of_adapter_loop``
+is then the share of that the whole engine keeps: what its processes, queues, actors and
+barriers cost, apart from what the preprocessing costs (the adapter loop against the raw emulator).
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import statistics
 import tempfile
 
 import fastrl
-from fastrl.bench.references import atari_vector_env_fps, raw_emulator_fps
+from fastrl.bench.references import adapter_loop_fps, atari_vector_env_fps, raw_emulator_fps
 from fastrl.envs.atari import is_atari_id, parse_atari_id
 
 
@@ -35,9 +40,10 @@ def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[
 
 
 def measure(config: str | None, seconds: float = 10.0, policy: str = "random", overrides: list[str] = (),
-            rounds: int = 3) -> dict:
-    """``rounds`` rounds of the three measurements, each order rotated by one per round; ratios are
-    taken within a round and the medians reported (this VM's speed drifts by 15% over a minute)."""
+            rounds: int = 3, adapter_loop: bool = False) -> dict:
+    """``rounds`` rounds of the three (with ``adapter_loop`` four) measurements, each order rotated
+    by one per round; ratios are taken within a round and the medians reported (this VM's speed
+    drifts by 15% over a minute)."""
     resolved = fastrl.api.resolve_config(config, list(overrides))
     if not is_atari_id(resolved.env.id):
         raise ValueError(f"fastrl bench sampling measures Atari configs; env.id = {resolved.env.id!r} is not one")
@@ -49,16 +55,20 @@ def measure(config: str | None, seconds: float = 10.0, policy: str = "random", o
         "raw_emulator": lambda: raw_emulator_fps(game, seconds),
         "atari_vector_env": lambda: atari_vector_env_fps(game, resolved.engine.envs, seconds),
     }
+    if adapter_loop:
+        runs["adapter_loop"] = lambda: adapter_loop_fps(resolved.env, resolved.engine.envs, resolved.engine.executors,
+                                                        seconds)
     names = list(runs)
     per_round = []
     for i in range(rounds):
-        order = names[i % 3:] + names[:i % 3]
+        k = i % len(names)
+        order = names[k:] + names[:k]
         per_round.append({name: runs[name]() for name in order})
     ours = [r["fastrl"] for r in per_round]
     of_raw = [r["fastrl"]["frames_per_s"] / r["raw_emulator"]["fps"] for r in per_round]
     vs_vector = [r["fastrl"]["frames_per_s"] / r["atari_vector_env"]["fps"] for r in per_round]
     median_run = sorted(ours, key=lambda r: r["frames_per_s"])[len(ours) // 2]
-    return {
+    result = {
         "fastrl": {**median_run, "frames_per_s": round(statistics.median(r["frames_per_s"] for r in ours), 1),
                    "agent_steps_per_s": round(statistics.median(r["agent_steps_per_s"] for r in ours), 1)},
         "raw_emulator": {"processes": per_round[0]["raw_emulator"]["processes"],
@@ -72,6 +82,16 @@ def measure(config: str | None, seconds: float = 10.0, policy: str = "random", o
                     "of_raw_emulator": round(a, 3), "vs_atari_vector_env": round(b, 3)}
                    for r, a, b in zip(per_round, of_raw, vs_vector)],
     }
+    if adapter_loop:
+        of_loop = [r["fastrl"]["frames_per_s"] / r["adapter_loop"]["fps"] for r in per_round]
+        result["adapter_loop"] = {"processes": resolved.engine.executors,
+                                  "fps": round(statistics.median(r["adapter_loop"]["fps"] for r in per_round), 1)}
+        result["of_adapter_loop"] = round(statistics.median(of_loop), 3)
+        result["adapter_loop_of_raw_emulator"] = round(
+            statistics.median(r["adapter_loop"]["fps"] / r["raw_emulator"]["fps"] for r in per_round), 3)
+        for row, r, ratio in zip(result["rounds"], per_round, of_loop):
+            row["adapter_loop_fps"], row["of_adapter_loop"] = round(r["adapter_loop"]["fps"], 1), round(ratio, 3)
+    return result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,13 +101,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of the three measurements; the medians of the per-round ratios are reported")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--adapter-loop", action="store_true",
+                        help="also step the config's env adapters in bare loops, one per executor, without the "
+                             "engine: of_adapter_loop is the share of that the engine keeps")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Measure with the parsed ``add_arguments`` options and print the JSON line."""
+    print(json.dumps(measure(args.config, args.seconds, args.policy, args.set, args.rounds, args.adapter_loop)))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    print(json.dumps(measure(args.config, args.seconds, args.policy, args.set, args.rounds)))
+    run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
