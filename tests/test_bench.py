@@ -46,6 +46,18 @@ def test_adapter_loop_steps_every_env_of_a_generic_gymnasium_config():
     assert result["envs"] == 3 and result["processes"] == 2 and result["fps"] > 1000
 
 
+def test_a_reference_worker_that_dies_is_reported_at_once_not_after_the_timeout():
+    import time
+
+    from fastrl.bench.references import adapter_loop_fps
+    from fastrl.config import EnvConfig
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="exited with code"):
+        adapter_loop_fps(EnvConfig(id="NoSuchEnv-v0"), envs=2, processes=2, seconds=30)
+    assert time.monotonic() - started < 60
+
+
 def test_sampling_bench_refuses_a_non_atari_config():
     with pytest.raises(ValueError, match="CartPole-v1"):
         measure("configs/cartpole_hts.toml", seconds=1)

@@ -19,6 +19,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import time
 
 import numpy as np
@@ -39,12 +40,26 @@ def _in_processes(worker, args: list[tuple], seconds: float) -> list[tuple[int, 
     for p in procs:
         p.start()
     try:
-        return [results.get(timeout=seconds + 120) for _ in procs]
+        return [_result(results, procs, deadline=time.monotonic() + seconds + 120) for _ in procs]
     finally:
         for p in procs:
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
+
+
+def _result(results, procs, deadline: float) -> tuple[int, float]:
+    """The next worker's result; a clear error as soon as a worker died without one."""
+    while True:
+        try:
+            return results.get(timeout=0.5)
+        except queue.Empty:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a reference worker exited with code {dead[0].exitcode} before reporting; "
+                                   "its traceback is above") from None
+            if time.monotonic() > deadline:
+                raise TimeoutError("a reference worker did not report within its time plus 120 s") from None
 
 
 def _raw_worker(game: str, seconds: float, seed: int, barrier, results) -> None:
