@@ -121,6 +121,12 @@ class AlgoConfig:
     gamma: float = _f(0.99, "discount", min=0.0, max=1.0)
     entropy_coef: float = _f(0.01, "entropy bonus weight", min=0.0)
     value_coef: float = _f(0.5, "value loss weight", min=0.0)
+    lr_schedule: str = _f(
+        "constant",
+        "'constant', or 'linear': lr x (1 - frames / run.total_frames) at each update (PPO and A2C papers), "
+        "from the learner's frame counter, so runs and resumes stay deterministic",
+        choices=("constant", "linear"),
+    )
     max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
     epochs: int = _f(4, "ppo: passes over each storage per update", min=1, max=1000)
     minibatches: int = _f(4, "ppo: minibatches per epoch (the envs x rollout steps split evenly)", min=1)
@@ -173,6 +179,12 @@ class ModelConfig:
 @dataclass
 class RunConfig:
     seed: int = _f(0, "run seed; every env's stream derives from (seed, env index)", min=0)
+    precision: str = _f(
+        "auto",
+        "'fp32', or 'bf16' (convolutions and FC in bfloat16, heads and parameters in float32; built-in CNNs only); "
+        "'auto': bf16 for the built-in CNNs on a CPU with AMX-BF16 (3x faster training there), fp32 otherwise",
+        choices=("auto", "fp32", "bf16"),
+    )
     total_frames: int = _f(10_000_000, "stop after this many env frames (agent steps x frame skip)", min=1)
     max_seconds: float = _f(
         float("inf"), "stop after this many seconds of training (start-up excluded)", min_exclusive=0.0, allow_inf=True

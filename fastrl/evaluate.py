@@ -158,13 +158,15 @@ def _policy(config: Config, state_dict: dict, path: Path):
 
     from fastrl.envs import probe_env
     from fastrl.models import build_model
+    from fastrl.models.precision import resolve_precision
 
     model_config = config.model
     try:
         info = probe_env(config.env)
         with torch.random.fork_rng(devices=[]):  # initialisation draws: leave the caller's RNG alone
             model = build_model(model_config.name, info.obs_shape, np.dtype(info.obs_dtype), info.n_actions,
-                                model_config.hidden, model_config.kwargs)
+                                model_config.hidden, model_config.kwargs,
+                                resolve_precision(model_config.precision, torch.device("cpu")))
     except ValueError as exc:  # an env id or model that no longer resolves here
         raise ConfigError(f"checkpoint {str(path)!r}: {exc}") from None
     try:

@@ -55,6 +55,10 @@ class Stat(IntEnum):
     GOSSIP_WAIT_S = 15  # seconds blocked on peers
     STALENESS = 16  # the most consecutive updates without a new message from the in-peer
     MESSAGE_AGE = 17  # this learner's update minus the update of the in-peer's message it last mixed
+    # ppo: means over the last update's minibatch steps
+    CLIP_FRACTION = 18  # share of samples whose probability ratio left [1 - clip, 1 + clip]
+    APPROX_KL = 19  # estimate of KL(old || new): mean of (ratio - 1) - log ratio
+    LR = 20  # the learning rate of the last optimizer step (algo.lr_schedule)
 
 
 STAT_COLUMNS = 24

@@ -61,9 +61,21 @@ class _ImagePolicy(nn.Module):
         )
         self.policy_head = init_orthogonal(nn.Linear(fc_size, n_actions), 0.01)
         self.value_head = init_orthogonal(nn.Linear(fc_size, 1), 1.0)
+        # channels-last: oneDNN's convolutions run 1.6x faster on it in fp32 and 1.2x in bf16 (models/precision.py)
+        self.to(memory_format=torch.channels_last)
+        self.bf16 = False  # set_precision("bf16"): the body under bfloat16 autocast, the heads in float32
+
+    def set_precision(self, precision: str) -> None:
+        """``"fp32"`` or ``"bf16"`` (see ``fastrl.models.precision``); the parameters stay float32."""
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+        self.bf16 = precision == "bf16"
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        h = self.body(obs_to_float(obs))
+        x = obs_to_float(obs.contiguous(memory_format=torch.channels_last))
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            h = self.body(x)
+        h = h.float()
         return self.policy_head(h), self.value_head(h).squeeze(-1)
 
 

@@ -8,10 +8,13 @@ drops the padding rows, so every row's ``(logit, value)`` is the same whatever b
 Copying every chunk, not only the last, also gives the kernels the same (aligned) address
 every time, whatever the row's offset in ``obs``.
 
-Choose ``micro_batch`` as a multiple of 8 (the default 16 is): a fixed size is not enough on
-its own. Measured on an AVX2 AMD EPYC (torch 2.13, MLP and Nature CNN): with 5-7 or 9-11 rows
-a row's bits depend on its position in the chunk (rows past the last full 4-row block of the
-GEMM take another code path); sizes 1-4, 8 and 12-24 were position-invariant.
+Choose ``micro_batch`` as a multiple of 8, 16 or more for MLPs (the default 16 is): a fixed
+size is not enough on its own. Measured on an AVX2 AMD EPYC (torch 2.13, MLP and Nature CNN):
+with 5-7 or 9-11 rows a row's bits depend on its position in the chunk (rows past the last
+full 4-row block of the GEMM take another code path); sizes 1-4, 8 and 12-24 were
+position-invariant. On an AVX-512/AMX Xeon (Sapphire Rapids) the MLP's 8-row GEMM gives odd
+rows other bits than even ones, while 16, 24 and 32 hold; the CNNs hold at 8 and 16, in fp32
+and in bf16 (``tests/test_models.py``).
 
 Models must treat rows independently (no batch norm in training mode, no cross-row ops).
 """

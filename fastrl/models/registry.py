@@ -51,6 +51,7 @@ def build_model(
     n_actions: int,
     hidden: Sequence[int] = (64, 64),
     kwargs: dict | None = None,
+    precision: str = "fp32",
 ) -> nn.Module:
     """The policy called ``name`` for observations of ``obs_shape``/``obs_dtype`` and
     ``n_actions`` discrete actions.
@@ -59,7 +60,8 @@ def build_model(
     ``"nature"``, ``"shallow"``, ``"impala"``, a name given to ``register_model``, or
     ``"package.module:factory"``. ``hidden`` sizes the MLP and is ignored by the others.
     ``kwargs`` go to the model's constructor or factory (e.g. ``{"channels": [16, 32, 32]}``
-    for ``"impala"``).
+    for ``"impala"``). ``precision``: ``"fp32"`` or ``"bf16"`` (resolved, see
+    ``fastrl.models.precision``); bf16 needs a model with ``set_precision`` (the built-in CNNs).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string ({_allowed()}), got {name!r}")
@@ -90,8 +92,19 @@ def build_model(
         model = _call_factory(name, _import_factory(name), shape, n_actions, kw)
     else:
         raise ValueError(f"unknown model {name!r}; {_allowed()}")
+    _set_precision(name, model, precision)
     _check_interface(name, model, shape, dtype, n_actions)
     return model
+
+
+def _set_precision(name: str, model: nn.Module, precision: str) -> None:
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"model {name!r}: precision must be 'fp32' or 'bf16', got {precision!r}")
+    if hasattr(model, "set_precision"):
+        model.set_precision(precision)
+    elif precision == "bf16":
+        raise ValueError(f"model.precision = 'bf16' is for models with a set_precision method (the built-in "
+                         f"'nature', 'shallow' and 'impala'); model {name!r} has none: use 'fp32' or 'auto'")
 
 
 def _allowed() -> str:

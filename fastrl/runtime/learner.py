@@ -71,6 +71,7 @@ class Learner:
         self.weights = [buffers.shared_params(index, slot=k) for k in range(self.mode.weight_slots)]
         self.control = buffers.control
         self.stats = buffers.control.learner_stats[index]
+        self.stats[Stat.LR] = self.algo.lr
         worker = WorkerIds(engine.executors, engine.actors, engine.learners).learner(index)
         self.timing = buffers.control.timing[worker]
         self.executor_workers = range(engine.executors)  # their worker ids, for the env-state saves
@@ -256,6 +257,7 @@ class Learner:
         if not math.isfinite(norm):
             raise NonFiniteError(f"non-finite gradient norm ({norm}); the update was not applied: {self.kept()}")
         backup = [p.detach().clone() for p in params]
+        self._schedule_lr()
         try:
             self.optimizer.step()
             finite = all(bool(torch.isfinite(p).all()) for p in params)
@@ -270,6 +272,16 @@ class Learner:
             )
         self._record_update_norm(params, backup)
         return norm
+
+    def _schedule_lr(self) -> None:
+        """``algo.lr_schedule = 'linear'``: anneal to 0 over the frame budget, by frames learned so far (never time)."""
+        if self.algo.lr_schedule == "constant":
+            return
+        done = min(float(self.stats[Stat.FRAMES]) / self.frame_budget, 1.0)
+        lr = self.algo.lr * max(1.0 - done, 0.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.stats[Stat.LR] = lr
 
     @torch.no_grad()
     def _record_update_norm(self, params: list[torch.Tensor], before: list[torch.Tensor]) -> None:
