@@ -174,17 +174,17 @@ class ModelConfig:
     name: str = _f("auto", "'auto', 'mlp', 'nature', 'shallow', 'impala', 'random' (uniform) or 'package.module:factory'")
     hidden: list[int] = _f([64, 64], "hidden layer sizes of the mlp", item_range=(1, 1 << 16))
     kwargs: dict = _f({}, "keyword arguments for a custom model factory")
-
-
-@dataclass
-class RunConfig:
-    seed: int = _f(0, "run seed; every env's stream derives from (seed, env index)", min=0)
     precision: str = _f(
         "auto",
         "'fp32', or 'bf16' (convolutions and FC in bfloat16, heads and parameters in float32; built-in CNNs only); "
         "'auto': bf16 for the built-in CNNs on a CPU with AMX-BF16 (3x faster training there), fp32 otherwise",
         choices=("auto", "fp32", "bf16"),
     )
+
+
+@dataclass
+class RunConfig:
+    seed: int = _f(0, "run seed; every env's stream derives from (seed, env index)", min=0)
     total_frames: int = _f(10_000_000, "stop after this many env frames (agent steps x frame skip)", min=1)
     max_seconds: float = _f(
         float("inf"), "stop after this many seconds of training (start-up excluded)", min_exclusive=0.0, allow_inf=True
