@@ -9,12 +9,17 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import tomllib
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (a dependency there)
+    import tomli as tomllib
 
 MODES = ("sync", "hts", "async", "gala")
 INT64_MAX = 2**63 - 1

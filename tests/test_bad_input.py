@@ -6,7 +6,6 @@ completes) or a ``ConfigError`` with a message, never another exception from dee
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastrl
+from fastrl.config import tomllib  # noqa: I001  (tomli on Python 3.10)
 from fastrl.config import Config, ConfigError, config_from_dict, field_docs, load_config
 from fastrl.run_dir import to_toml
 from fastrl.runtime.faults import RunFailed
