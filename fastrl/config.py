@@ -207,6 +207,13 @@ class RunConfig:
     )
     checkpoint_interval_frames: int = _f(0, "env frames between periodic checkpoints (0 disables)", min=0)
     keep_checkpoints: int = _f(3, "numbered checkpoints kept in RUN_DIR/checkpoints besides latest.pt", min=1)
+    tensorboard: bool = _f(
+        True, "write TensorBoard event files to RUN_DIR/tb (main process only): every metrics.jsonl scalar, "
+        "the episode returns as a histogram; view with `tensorboard --logdir RUN_DIR/tb`",
+    )
+    wandb: bool = _f(False, "also log every metrics.jsonl scalar to Weights & Biases (needs `pip install wandb`)")
+    wandb_project: str = _f("fastrl", "run.wandb: the W&B project")
+    wandb_name: str = _f("", "run.wandb: the W&B run name ('' = the run directory's name)")
 
 
 @dataclass

@@ -41,6 +41,7 @@ from fastrl.runtime.signals import SignalGuard
 from fastrl.runtime.spec import ResumePoint, RunSpec, WorkerIds
 from fastrl.runtime.watchdog import stale_worker, stall_fault
 from fastrl.telemetry.metrics import Telemetry
+from fastrl.telemetry.sinks import check_sinks
 
 log = logging.getLogger(__name__)
 JOIN_TIMEOUT_S = 3.0
@@ -81,6 +82,7 @@ def plan_run(config: Config) -> RunPlan:
         raise ConfigError(f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
                           f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
     _check_device(engine.device)
+    check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)
     slots = mode.slot_count(engine.envs, config.algo.batch_slots)
     shape = SlotShape(slots, engine.rollout, info.obs_shape, info.obs_dtype)
@@ -147,6 +149,7 @@ class Supervisor:
                 self.signals.raise_on_force = False
         else:
             self._start_workers(spec, channels)
+            telemetry.watch_processes({name: p.pid for name, p in self.processes.items()})
             self._watch(buffers, telemetry)
         telemetry.mark_finished()
 

@@ -176,7 +176,7 @@ class PPO(UpdateRule):
         data = self._flatten(storage)
         count = data.actions.shape[0]
         rng = np.random.default_rng([learner.spec.config.run.seed, PPO_STREAM, rollout])  # never from timing
-        totals, norm, steps = np.zeros(3), 0.0, 0
+        totals, drift, norm, steps = np.zeros(3), np.zeros(2), 0.0, 0
         for _ in range(algo.epochs):
             for index in minibatch_indices(count, algo.minibatches, rng):
                 index = torch.from_numpy(index).to(learner.device)
@@ -189,8 +189,10 @@ class PPO(UpdateRule):
                 loss.backward()
                 norm = learner.step(net, [p.grad if p.grad is not None else torch.zeros_like(p) for p in net.parameters()])
                 totals += terms
+                drift += (stats.clip_fraction, stats.approx_kl)
                 steps += 1
         self._record(*(totals / steps))
+        learner.stats[Stat.CLIP_FRACTION], learner.stats[Stat.APPROX_KL] = drift / steps
         return norm
 
     @torch.no_grad()

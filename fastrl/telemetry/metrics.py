@@ -1,5 +1,9 @@
 """Metrics: one JSON line per log interval, a live progress line, and the final summary.
 
+Each line also goes to the sinks (TensorBoard in ``RUN_DIR/tb``, W&B if asked for) and holds
+the resident memory of every process of the run (``rss_mb``), read from ``/proc`` here, in the
+main process, so that no worker does anything for it; the summary holds each one's peak.
+
 With several learners (gala) each line and the summary also hold one entry per learner (its
 return over its own envs, updates/s, update norm, distance to consensus ‖x_i − x̄‖ and the
 bound computed beside it), and the run's consensus radius max_i ‖x_i − x̄‖ with its bound.
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import time
 from collections import deque
@@ -19,6 +24,9 @@ from fastrl.buffers.control import Clock, Control, Stat
 from fastrl.config import Config
 from fastrl.run_dir import RunDir
 from fastrl.runtime.spec import WorkerIds, owner_of
+from fastrl.telemetry.memory import ProcessMemory
+from fastrl.telemetry.progress import ProgressLine, ProgressState
+from fastrl.telemetry.sinks import open_sinks
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 0.5
@@ -44,8 +52,13 @@ class Telemetry:
         self.last_log = self.last_progress = self.started
         self.last_frames = self.start_frames = 0.0
         self.ready_timing = self.last_timing = control.timing.copy()
-        self.progress = config.run.progress and sys.stderr.isatty()
+        self.progress = ProgressLine(config.run.total_frames, config.run.max_seconds, sys.stderr) \
+            if config.run.progress and sys.stderr.isatty() else None
+        self.status: str | None = None
+        self.memory = ProcessMemory({"main": os.getpid()})
+        self.interval_returns: list[float] = []  # episodes since the last line: the sinks' histogram
         self.metrics_file = open(run_dir.metrics, "a", buffering=1)
+        self.sinks = open_sinks(config, run_dir.path)
 
     # ------------------------------------------------------------------ inputs
 
@@ -55,9 +68,14 @@ class Telemetry:
         self.ready_timing = self.last_timing = self.control.timing.copy()
         self.last_frames = self.start_frames = self.frames  # a resumed run starts at its checkpoint's frames
 
+    def watch_processes(self, pids: dict[str, int]) -> None:
+        """Report the memory of these worker processes too (``{"executor-0": pid, ...}``)."""
+        self.memory.watch(pids)
+
     def drain_episodes(self) -> None:
         for env, ret, _length in self.take_episodes():
             self.returns.append(ret)
+            self.interval_returns.append(ret)
             self.learner_returns[self.learner_of[env]].append(ret)
             self.episodes += 1
 
@@ -119,12 +137,19 @@ class Telemetry:
             "policy_lag_max": float(stats[Stat.LAG_MAX]),
             "env_errors": self.control.env_errors(),
             "time_split": self._time_split(self.last_timing),
+            "rss_mb": self.memory.sample(),
         }
+        if self.config.algo.name == "ppo":
+            line["clip_fraction"] = float(stats[Stat.CLIP_FRACTION])
+            line["approx_kl"] = float(stats[Stat.APPROX_KL])
         if self.learners > 1:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
             line.update(self._learner_lines(now - self.last_log))
         self.last_timing = self.control.timing.copy()
         self.metrics_file.write(json.dumps(line) + "\n")
+        for sink in self.sinks:
+            sink.write(line, self.interval_returns)
+        self.interval_returns = []
         self.last_log, self.last_frames = now, frames
 
     def _learner_lines(self, seconds: float) -> dict:
@@ -155,15 +180,11 @@ class Telemetry:
             "learners": learners,
         }
 
+    def _progress_state(self, elapsed_s: float) -> ProgressState:
+        return ProgressState(self.frames, self.start_frames, elapsed_s, self.return_mean, self.episodes)
+
     def _progress_line(self, now: float) -> None:
-        elapsed = now - self.started
-        frames = self.frames
-        text = (
-            f"\r{int(frames):>11,d} frames  {frames / max(elapsed, 1e-9):>8,.0f} fps  "
-            f"return {self.return_mean:8.2f}  episodes {self.episodes:>6d}  {elapsed:7.1f}s"
-        )
-        sys.stderr.write(text)
-        sys.stderr.flush()
+        self.progress.update(self._progress_state(now - self.started))
         self.last_progress = now
 
     def summary(self, status: str) -> dict:
@@ -182,15 +203,24 @@ class Telemetry:
             "updates": int(self.control.learner_stats[:, Stat.UPDATES].sum()),
             "env_errors": self.control.env_errors(),
             "time_split": self._time_split(self.ready_timing),
+            "rss_peak_mb": self._rss_peaks(),
             "env_id": self.config.env.id,
             "mode": self.config.engine.mode,
         }
         if self.learners > 1:
             self.last_updates = np.zeros(self.learners)
             summary.update(self._learner_lines(train_s))
+        self.status = status
         return summary
+
+    def _rss_peaks(self) -> dict[str, float]:
+        self.memory.sample()  # the main process now; workers already stopped keep their last reading
+        return dict(self.memory.peaks)
 
     def close(self) -> None:
         if self.progress:
-            sys.stderr.write("\n")
+            train_s = (self.finished_at or time.monotonic()) - self.started
+            self.progress.finish(self._progress_state(train_s), self.status or "stopped")
         self.metrics_file.close()
+        for sink in self.sinks:
+            sink.close()

@@ -1,0 +1,79 @@
+"""The live progress line on a terminal: percent done, ETA, this session's fps, and a final line.
+
+Hand-written rather than tqdm or rich: the line is one ``\\r``-rewritten string every half
+second from the main process, and it has to say things a bar does not (frames of this
+session after a resume, the return, the episodes); neither library is needed for that.
+
+fps counts only the frames made in this session: after ``--resume`` the run starts at its
+checkpoint's frames, which were not made in the time measured here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TextIO
+
+_CLEAR_TO_END = "\x1b[K"
+
+
+def clock(seconds: float) -> str:
+    """``3725`` -> ``'1:02:05'``; ``'--:--'`` when unknown."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "--:--"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+@dataclass
+class ProgressState:
+    frames: float  # the run's frames, those of a resumed checkpoint included
+    start_frames: float  # the frames the session started at
+    elapsed_s: float  # training time of this session
+    return_mean: float
+    episodes: int
+
+    @property
+    def session_fps(self) -> float:
+        return (self.frames - self.start_frames) / max(self.elapsed_s, 1e-9)
+
+
+class ProgressLine:
+    def __init__(self, total_frames: int, max_seconds: float, stream: TextIO):
+        self.total_frames, self.max_seconds, self.stream = total_frames, max_seconds, stream
+
+    def fraction(self, state: ProgressState) -> float:
+        """How much of the run is done: of the frame budget, or of run.max_seconds if that ends it sooner."""
+        done = state.frames / self.total_frames
+        if math.isfinite(self.max_seconds):
+            done = max(done, state.elapsed_s / self.max_seconds)
+        return min(done, 1.0)
+
+    def eta_s(self, state: ProgressState) -> float:
+        fps = state.session_fps
+        left = (self.total_frames - state.frames) / fps if fps > 0 else math.inf
+        return max(min(left, self.max_seconds - state.elapsed_s), 0.0)
+
+    def text(self, state: ProgressState) -> str:
+        return (
+            f"{100 * self.fraction(state):5.1f}%  {int(state.frames):>11,d} frames  {state.session_fps:>8,.0f} fps  "
+            f"ETA {clock(self.eta_s(state)):>8}  return {state.return_mean:8.2f}  episodes {state.episodes:>6d}  "
+            f"{clock(state.elapsed_s):>8}"
+        )
+
+    def update(self, state: ProgressState) -> None:
+        self.stream.write(f"\r{self.text(state)}{_CLEAR_TO_END}")
+        self.stream.flush()
+
+    def final_text(self, state: ProgressState, status: str) -> str:
+        made = int(state.frames - state.start_frames)
+        resumed = f" ({made:,d} this session)" if state.start_frames else ""
+        return (
+            f"{status}: {int(state.frames):,d} frames{resumed} in {clock(state.elapsed_s)}, "
+            f"{state.session_fps:,.0f} fps, return {state.return_mean:.2f}, {state.episodes} episodes"
+        )
+
+    def finish(self, state: ProgressState, status: str) -> None:
+        """Replace the live line by one that stays: how the run ended and what it did."""
+        self.stream.write(f"\r{self.final_text(state, status)}{_CLEAR_TO_END}\n")
+        self.stream.flush()
