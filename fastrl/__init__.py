@@ -3,6 +3,7 @@ from fastrl.api import train
 from fastrl.config import Config, ConfigError, load_config
 from fastrl.evaluate import evaluate
 from fastrl.runtime.faults import RunFailed, RunInterrupted
+from fastrl.telemetry.plot import plot_runs
 
-__all__ = ["Config", "ConfigError", "RunFailed", "RunInterrupted", "evaluate", "load_config", "train"]
+__all__ = ["Config", "ConfigError", "RunFailed", "RunInterrupted", "evaluate", "load_config", "plot_runs", "train"]
 __version__ = "0.1.0"

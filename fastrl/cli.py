@@ -1,4 +1,4 @@
-"""The ``fastrl`` command: train, eval, bench, cleanup, config.
+"""The ``fastrl`` command: train, eval, plot, bench, cleanup, config.
 
 Exit codes: 0 done, 1 a fault ended the run, 2 bad input (before anything started),
 130 Ctrl-C, 143 SIGTERM.
@@ -55,6 +55,21 @@ def _eval(args: argparse.Namespace) -> int:
         print("\nfastrl: evaluation interrupted.", file=sys.stderr)
         return 130
     print(json.dumps(result))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fastrl.telemetry.plot import plot_runs
+
+    out = args.out or (Path(args.runs[0]) / "plot.png" if len(args.runs) == 1 else Path("plot.png"))
+    try:
+        plot_runs(args.runs, x=args.x, out=out)
+    except ConfigError as exc:
+        print(f"fastrl plot: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(out)
     return 0
 
 
@@ -125,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--greedy", action="store_true", help="take the argmax action instead of sampling")
     evaluate.add_argument("--max-steps", type=int, metavar="N", help="cut each episode after N agent steps")
     evaluate.set_defaults(func=_eval)
+    plot = sub.add_parser("plot", help="learning curves of runs (return, fps, time split) into a PNG")
+    plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories (each holds metrics.jsonl)")
+    plot.add_argument("--x", choices=("frames", "seconds"), default="frames",
+                      help="x axis: env frames (default) or training seconds")
+    plot.add_argument("--out", metavar="FILE.png", help="where to write (default RUN/plot.png for one run, "
+                      "./plot.png for several); .pdf and .svg work too; needs pip install 'fastrl[plot]'")
+    plot.set_defaults(func=_plot)
     cleanup = sub.add_parser("cleanup", help="free the shared memory left in /dev/shm by runs that were killed")
     cleanup.set_defaults(func=_cleanup)
     bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")

@@ -1,0 +1,155 @@
+"""``fastrl plot``: learning curves of one or more runs from their ``metrics.jsonl``.
+
+Panels: the mean return against frames or training seconds (one line per run, labelled with
+the run directory's name), the fps, the time split (env / inference / learning / waiting:
+one colour per kind, one line style per run) and, for gala runs, each learner's return.
+
+matplotlib draws on a ``Figure`` with its Agg canvas, never through ``pyplot``: nothing
+global is switched (a notebook's backend stays as it was) and no display is needed.
+matplotlib is the optional extra ``fastrl[plot]``: training does not need it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fastrl.config import ConfigError
+
+X_AXES = ("frames", "seconds")
+CLOCKS = ("env", "inference", "learning", "waiting")
+_STYLES = ("-", "--", ":", "-.")
+
+
+@dataclass
+class RunCurves:
+    """The metrics lines of one run directory."""
+
+    name: str
+    lines: list[dict]
+
+    def column(self, key: str, rows: list[dict] | None = None) -> np.ndarray:
+        """One key of every line as floats; missing or null values are NaN (a gap in the curve)."""
+        values = [row.get(key) for row in (self.lines if rows is None else rows)]
+        return np.array([np.nan if v is None else float(v) for v in values], np.float64)
+
+    def seconds(self) -> np.ndarray:
+        """Training seconds: each resumed session's clock starts at 0 again, so sessions are laid end to end."""
+        out, offset, last = [], 0.0, 0.0
+        for t in self.column("time_s"):
+            if t < last:
+                offset += last
+            out.append(offset + t)
+            last = t
+        return np.array(out, np.float64)
+
+    def x(self, kind: str) -> np.ndarray:
+        return self.column("frames") if kind == "frames" else self.seconds()
+
+    def split(self, clock: str) -> np.ndarray:
+        return np.array([row.get("time_split", {}).get(clock, np.nan) for row in self.lines], np.float64)
+
+    def learners(self) -> list[int]:
+        return sorted({row["learner"] for line in self.lines for row in line.get("learners", ())})
+
+    def learner_column(self, learner: int, key: str) -> np.ndarray:
+        rows = [next((r for r in line.get("learners", ()) if r["learner"] == learner), {}) for line in self.lines]
+        return self.column(key, rows)
+
+
+def load_run(path: str | Path) -> RunCurves:
+    """A run directory's curves; ``ConfigError`` if it holds no metrics."""
+    path = Path(path)
+    metrics = path / "metrics.jsonl"
+    if not metrics.is_file():
+        raise ConfigError(f"{str(path)!r} is not a run directory: no metrics.jsonl in it")
+    texts, lines = metrics.read_text().splitlines(), []
+    for number, text in enumerate(texts, 1):
+        if not text.strip():
+            continue
+        try:
+            lines.append(json.loads(text))
+        except ValueError:
+            if number < len(texts):
+                raise ConfigError(f"{metrics}:{number} is not a JSON line") from None
+            # a run killed while writing leaves a cut last line: plot what came before it
+    if not lines:
+        raise ConfigError(f"{metrics} holds no metrics yet")
+    return RunCurves(path.resolve().name, lines)
+
+
+def _import_figure():
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ConfigError("fastrl plot needs matplotlib, which is not installed: pip install 'fastrl[plot]' "
+                          "(or pip install matplotlib)") from None
+    return Figure
+
+
+def check_output(out: str | Path) -> None:
+    """The file type must be one matplotlib writes (png, pdf, svg...): said before any run is read."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = Path(out).suffix.lstrip(".").lower()
+    allowed = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in allowed:
+        raise ConfigError(f"--out {str(out)!r}: cannot write a {suffix or 'suffix-less'} file; "
+                          f"use one of .{', .'.join(sorted(allowed))}")
+
+
+def _check_x(x: str) -> None:
+    if x not in X_AXES:
+        raise ConfigError(f"x = {x!r}: allowed values are {', '.join(map(repr, X_AXES))}")
+
+
+def figure_of(runs: list[RunCurves], x: str = "frames"):
+    """The figure of these runs (a ``matplotlib.figure.Figure``; its axes hold the curves' data)."""
+    _check_x(x)
+    Figure = _import_figure()
+    gala = [run for run in runs if run.learners()]
+    panels = 4 if gala else 3
+    figure = Figure(figsize=(9, 2.8 * panels), layout="constrained")
+    axes = figure.subplots(panels, 1, sharex=True)
+    returns, fps, split = axes[:3]
+    for i, run in enumerate(runs):
+        style = _STYLES[i % len(_STYLES)]
+        xs = run.x(x)
+        returns.plot(xs, run.column("return_mean"), style, label=run.name)
+        fps.plot(xs, run.column("fps"), style, label=run.name)
+        for color, clock in enumerate(CLOCKS):
+            label = clock if len(runs) == 1 else f"{run.name} {clock}"
+            split.plot(xs, run.split(clock), style, color=f"C{color}", label=label)
+        if run in gala:
+            for learner in run.learners():
+                axes[3].plot(xs, run.learner_column(learner, "return_mean"), style, color=f"C{learner % 10}",
+                             label=f"{run.name} learner {learner}")
+    titles = ["mean return", "frames per second", "share of the workers' time"] + (["return per learner"] if gala else [])
+    for ax, title in zip(axes, titles):
+        ax.set_title(title, loc="left", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[-1].set_xlabel("env frames" if x == "frames" else "training seconds")
+    return figure
+
+
+def plot_runs(runs: list[str | Path] | str | Path, x: str = "frames", out: str | Path | None = None):
+    """Plot the learning curves of run directories; saves to ``out`` (png, pdf, svg...) when given.
+
+    Returns the ``matplotlib.figure.Figure``. Raises ``ConfigError`` for a path that is not a
+    run directory, a bad ``x`` (``"frames"`` or ``"seconds"``), or a missing matplotlib.
+    """
+    paths = [runs] if isinstance(runs, (str, Path)) else list(runs)
+    if not paths:
+        raise ConfigError("no run directory to plot")
+    _check_x(x)
+    _import_figure()
+    if out is not None:
+        check_output(out)
+    figure = figure_of([load_run(p) for p in paths], x)
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(out, dpi=110)
+    return figure
