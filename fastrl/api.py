@@ -62,6 +62,7 @@ def train(
     else:
         config = resolve_config(config, overrides)
     plan = plan_run(config)  # every input check, before anything is created or started
+    config = plan.config  # with the "auto" process layout resolved for this machine
     sweep_stale_segments()
     compile_kernels()
     if resume is not None:

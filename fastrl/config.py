@@ -22,6 +22,7 @@ else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
 MODES = ("sync", "hts", "async", "gala")
+AUTO = "auto"  # engine.executors / actors / inline_actors: chosen for the machine (runtime/process_layout.py)
 INT64_MAX = 2**63 - 1
 
 
@@ -78,22 +79,31 @@ class EngineConfig:
         choices=MODES,
     )
     envs: int = _f(16, "total number of environments", min=1, max=1 << 20)
-    executors: int = _f(1, "processes that step the envs (envs are split evenly)", min=1)
-    actors: int = _f(1, "processes that run the policy forward", min=1)
+    executors: int | str = _f(
+        AUTO, "processes that step the envs (envs are split evenly); 'auto': from the cores and GPU present "
+        "(README, 'Tuning on a given machine'), resolved before the run starts and written to its config.toml",
+        min=1, auto=True,
+    )
+    actors: int | str = _f(
+        AUTO, "processes that run the policy forward; 'auto': one per executor with inline actors (CPU), "
+        "else 1 on a GPU (2 with 16 or more cores)", min=1, auto=True,
+    )
     learners: int = _f(1, "learner processes: 1, or the number of gala agents (each owns engine.envs / learners envs)",
                        min=1, max=256)
     rollout: int = _f(5, "steps per env per rollout (T); in hts also the barrier interval alpha", min=1, max=1 << 20)
-    inline_actors: bool = _f(
-        False,
+    inline_actors: bool | str = _f(
+        AUTO,
         "run each executor's policy forward inside the executor (engine.actors must equal engine.executors); "
-        "no queue round trip per step: best on CPU-only machines with few cores",
+        "no queue round trip per step: best on CPU-only machines with few cores; 'auto': true without a GPU",
+        auto=True,
     )
     env_groups: int = _f(
         2, "an executor announces its envs in this many groups, so stepping one overlaps inference of another", min=1
     )
     micro_batch: int = _f(
-        16,
-        "actor forward micro-batch; a fixed size (a multiple of 8) keeps results batch-invariant",
+        8,
+        "actor forward micro-batch; a fixed size (a multiple of 8) keeps results batch-invariant; make it the "
+        "envs one actor forwards at once (8: Pong's 16 envs on 2 executors with inline actors, README 'Tuning')",
         min=8,
         max=1 << 16,
         multiple_of=8,
@@ -356,10 +366,26 @@ def _build(cls: type, data: dict, prefix: str) -> Any:
             if not isinstance(value, dict):
                 raise ConfigError(f"{key}: expected a table, got {value!r}")
             kwargs[name] = _build(tp, value, f"{key}.")
+        elif f.metadata.get("auto"):
+            kwargs[name] = _coerce_auto(value, tp, dict(f.metadata), key)
         else:
             kwargs[name] = _coerce(value, tp, key)
             _check_rules(kwargs[name], dict(f.metadata), key)
     return cls(**kwargs)
+
+
+def _coerce_auto(value: Any, tp: Any, meta: dict, key: str) -> Any:
+    """``"auto"`` as it is (resolved when a run starts), else a value of the key's concrete type and rules."""
+    if value == AUTO:
+        return AUTO
+    concrete = next(t for t in typing.get_args(tp) if t is not str)
+    allowed = "true, false or 'auto'" if concrete is bool else f"an int >= {meta.get('min', 1)} or 'auto'"
+    try:
+        value = _coerce(value, concrete, key)
+    except ConfigError:
+        raise ConfigError(f"{key} = {value!r}: allowed values are {allowed}") from None
+    _check_rules(value, meta, key)
+    return value
 
 
 def _merge(base: dict, extra: dict) -> dict:
@@ -419,11 +445,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 def validate(config: Config) -> None:
     """Checks that involve more than one key."""
     engine = config.engine
-    if engine.executors > engine.envs:
+    # keys still 'auto' are checked again once resolved (runtime/process_layout.py), before the run starts
+    if engine.executors != AUTO and engine.executors > engine.envs:
         raise ConfigError(f"engine.executors = {engine.executors} is more than engine.envs = {engine.envs}")
-    if engine.actors > engine.envs:
+    if engine.actors != AUTO and engine.actors > engine.envs:
         raise ConfigError(f"engine.actors = {engine.actors} is more than engine.envs = {engine.envs}")
-    if engine.inline_actors and engine.actors != engine.executors:
+    layout_known = AUTO not in (engine.actors, engine.executors)
+    if engine.inline_actors is True and layout_known and engine.actors != engine.executors:
         raise ConfigError(
             f"engine.inline_actors = true runs one actor inside each executor: set engine.actors = engine.executors "
             f"(now {engine.actors} and {engine.executors})"

@@ -69,6 +69,11 @@ def cartpole(tmp_path, *overrides: str, mode: str = "sync") -> tuple[dict, list[
         "run.progress=false",
         "run.log_interval_s=0.5",
         "model.name='mlp'",
+        # the layout these tests were written for (an actor process to kill, stop or count);
+        # "auto" has its own tests (test_process_layout.py)
+        "engine.executors=1",
+        "engine.actors=1",
+        "engine.inline_actors=false",
     ]
     return {}, base + list(overrides)
 

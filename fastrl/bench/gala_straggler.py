@@ -35,6 +35,7 @@ def run_mixing(mixing: str, step_s: list[float], envs_per_learner: int, seconds:
         f"engine.learners={learners}",
         f"engine.envs={learners * envs_per_learner}",
         f"engine.executors={learners}",
+        "engine.actors=1",  # one actor process, as its README numbers were measured (not "auto")
         "engine.rollout=5",
         f"gala.mixing='{mixing}'",
         f"gala.max_staleness={staleness}",

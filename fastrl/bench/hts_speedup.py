@@ -40,6 +40,7 @@ def run_mode(mode: str, envs: int, alpha: int, rollouts: int, mean_s: float, var
         f"engine.mode='{mode}'",
         f"engine.envs={envs}",
         f"engine.executors={envs}",  # one env per process: their sleeps overlap like real parallel envs
+        "engine.actors=1",  # one actor process, as its README numbers were measured (not "auto")
         f"engine.rollout={alpha}",
         f"run.total_frames={envs * alpha * rollouts}",
         "run.progress=false",

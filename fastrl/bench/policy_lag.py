@@ -22,6 +22,7 @@ def run_one(mode: str, envs: int, frames: int, batch_slots: int, rollout: int, w
     overrides = [
         "env.id='CartPole-v1'", f"engine.mode='{mode}'", f"engine.envs={envs}", f"engine.rollout={rollout}",
         f"algo.name='{algo}'", f"algo.batch_slots={batch_slots}", "model.name='mlp'",
+        "engine.executors=1", "engine.actors=1",  # the layout its README numbers were measured with, not "auto"
         f"run.total_frames={frames}", "run.progress=false", "run.log_interval_s=0.25", f"run.dir='{workdir}'",
     ]
     run_dir = Path(workdir) / f"{mode}-{envs}"

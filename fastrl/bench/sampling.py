@@ -20,6 +20,7 @@ import tempfile
 import fastrl
 from fastrl.bench.references import adapter_loop_fps, atari_vector_env_fps, raw_emulator_fps
 from fastrl.envs.atari import is_atari_id, parse_atari_id
+from fastrl.runtime.process_layout import resolve_layout
 
 
 def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[str]) -> dict:
@@ -28,7 +29,7 @@ def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[
                  "run.progress=false", f"run.dir='{workdir}'"]
         if policy == "random":
             extra.append("model.name='random'")
-        resolved = fastrl.api.resolve_config(config, [*overrides, *extra])
+        resolved = resolve_layout(fastrl.api.resolve_config(config, [*overrides, *extra]))  # report the numbers
         summary = fastrl.train(resolved)
     frame_skip = resolved.env.atari.frame_skip
     return {
@@ -44,7 +45,7 @@ def measure(config: str | None, seconds: float = 10.0, policy: str = "random", o
     """``rounds`` rounds of the three (with ``adapter_loop`` four) measurements, each order rotated
     by one per round; ratios are taken within a round and the medians reported (this VM's speed
     drifts by 15% over a minute)."""
-    resolved = fastrl.api.resolve_config(config, list(overrides))
+    resolved = resolve_layout(fastrl.api.resolve_config(config, list(overrides)))  # the adapter loop's executors
     if not is_atari_id(resolved.env.id):
         raise ValueError(f"fastrl bench sampling measures Atari configs; env.id = {resolved.env.id!r} is not one")
     if rounds < 1:

@@ -61,17 +61,19 @@ class _Faulted(Exception):
 class RunPlan:
     buffers: BufferPlan
     env_info: EnvInfo
+    config: Config  # "auto" layout keys resolved: what the run uses and its config.toml records
 
 
 def plan_run(config: Config) -> RunPlan:
-    """Validate the env and the model and size every buffer, before anything is started.
+    """Validate the env and the model, choose the "auto" process layout and size every buffer,
+    before anything is started.
 
     Problems with the user's env or model are ``ConfigError``s: bad input, not a crash.
     """
     from fastrl.buffers.params import count_parameters
     from fastrl.runtime.actor import build_policy
+    from fastrl.runtime.process_layout import resolve_layout
 
-    engine = config.engine
     try:
         info = probe_env(config.env)
         probe = RunSpec(config, None, None, info, "")  # type: ignore[arg-type]
@@ -81,7 +83,9 @@ def plan_run(config: Config) -> RunPlan:
     except Exception as exc:  # the user's env or model code failed at start
         raise ConfigError(f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
                           f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
-    _check_device(engine.device)
+    _check_device(config.engine.device)
+    config = resolve_layout(config)  # once, here: every process gets the same numbers
+    engine = config.engine
     check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)
     slots = mode.slot_count(engine.envs, config.algo.batch_slots)
@@ -92,7 +96,7 @@ def plan_run(config: Config) -> RunPlan:
         check_space(plan.layout().nbytes)
     except ShmSpaceError as exc:
         raise ConfigError(str(exc)) from None
-    return RunPlan(plan, info)
+    return RunPlan(plan, info, config)
 
 
 def _check_device(device: str) -> None:

@@ -1,0 +1,126 @@
+"""``engine.executors / actors / inline_actors = "auto"``: the process layout chosen for the machine.
+
+Resolved once, in the main process, before anything starts (``plan_run``); the run directory's
+``config.toml`` then holds the numbers, so the run repeats anywhere. The rules are those the
+README's "Tuning on a given machine" measured (2 cores, Pong hts, 16 envs):
+
+- **CPU only** (no CUDA device in use): one executor per core given to stepping, each running
+  its envs' forward inline (``actors = executors``): 2 executors with inline actors ran 2.86K
+  frames/s against 2.75K for 2 executors + 1 actor process and 2.67K for 1 + 1. Up to
+  ``SHARED_LEARNER_CORES`` cores the learner shares the executors' cores (as measured); on
+  bigger machines each learner's threads get cores of their own (not measured: reasoning).
+- **CUDA** (``engine.device`` "cuda", or "auto" with a GPU): the CNN's forward leaves the
+  executors' cores: 1 actor process on the GPU (2 from ``MANY_CORES`` cores, so one batch's
+  transfer overlaps the other's forward), no inline actors, executors on the cores left after
+  the actors and learners.
+
+In both, never more executors than envs, never more than ``MAX_EXECUTORS``, and no executor that
+would not shorten the busiest one's share: a barrier waits for the executor with the most envs,
+so 16 envs on 15 executors step no faster than on 8 (two envs each), and the 7 spare cores are
+left to the learner and the OS. Keys given explicitly are kept; only the "auto" ones are chosen,
+consistently with them (``inline_actors = true`` makes ``actors = executors`` whichever is given).
+``engine.serial`` runs everything in one process: "auto" gives 1 executor and 1 actor there.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from dataclasses import dataclass
+
+from fastrl.config import AUTO, Config, EngineConfig, validate
+
+log = logging.getLogger(__name__)
+
+SHARED_LEARNER_CORES = 4  # up to this many cores the learner shares them with the executors (measured on 2)
+MANY_CORES = 16  # from this many cores a GPU gets 2 actor processes
+MAX_EXECUTORS = 32  # each executor is a process (with inline actors, one holding torch): start-up and memory
+
+
+@dataclass(frozen=True)
+class Machine:
+    cores: int  # the CPUs this process may run on
+    cuda: bool  # torch sees a CUDA device
+
+    @classmethod
+    def detect(cls) -> "Machine":
+        import torch
+
+        try:
+            cores = len(os.sched_getaffinity(0))  # a container's or taskset's share, not the host's count
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+        return cls(max(1, cores), bool(torch.cuda.is_available()))
+
+
+@dataclass(frozen=True)
+class Layout:
+    executors: int
+    actors: int
+    inline_actors: bool
+
+    def describe(self) -> str:
+        actors = "inline actors" if self.inline_actors else f"{self.actors} actor process(es)"
+        return f"{self.executors} executor(s), {actors}"
+
+
+def is_resolved(engine: EngineConfig) -> bool:
+    return AUTO not in (engine.executors, engine.actors, engine.inline_actors)
+
+
+def choose_layout(engine: EngineConfig, machine: Machine) -> Layout:
+    """The layout for ``engine`` on ``machine``: explicit keys kept, "auto" ones chosen by the rules above."""
+    if engine.serial:
+        return Layout(*(value if value != AUTO else default
+                        for value, default in ((engine.executors, 1), (engine.actors, 1), (engine.inline_actors, False))))
+    gpu = engine.device == "cuda" or (engine.device == "auto" and machine.cuda)
+    inline = engine.inline_actors
+    if inline == AUTO:  # an explicit actors count asks for actor processes, as it did before "auto"
+        inline = not gpu and engine.actors == AUTO
+    if inline:
+        executors = engine.executors if engine.executors != AUTO else engine.actors
+        if executors == AUTO:
+            executors = _balanced(machine.cores - _learner_cores(engine, machine), engine.envs)
+        actors = engine.actors if engine.actors != AUTO else executors
+        return Layout(executors, actors, True)
+    actors = engine.actors
+    if actors == AUTO:
+        actors = min(2 if gpu and machine.cores >= MANY_CORES else 1, engine.envs)
+    executors = engine.executors
+    if executors == AUTO:
+        # actor processes on a GPU each drive it from a core of their own; on a CPU they share like the learner
+        reserved = actors + engine.learners if gpu else _learner_cores(engine, machine) + (
+            0 if machine.cores <= SHARED_LEARNER_CORES else actors * engine.actor_threads)
+        executors = _balanced(machine.cores - reserved, engine.envs)
+    return Layout(executors, actors, False)
+
+
+def _learner_cores(engine: EngineConfig, machine: Machine) -> int:
+    """Cores kept for the learners' threads: none on a small machine, where sharing measured best."""
+    return 0 if machine.cores <= SHARED_LEARNER_CORES else engine.learners * engine.learner_threads
+
+
+def _balanced(cores: int, envs: int) -> int:
+    """The fewest executors (at most ``cores``, envs and MAX_EXECUTORS) whose busiest one steps as few envs."""
+    most = max(1, min(cores, envs, MAX_EXECUTORS))
+    busiest = math.ceil(envs / most)
+    return math.ceil(envs / busiest)
+
+
+def resolve_layout(config: Config, machine: Machine | None = None) -> Config:
+    """``config`` with its "auto" layout keys chosen for ``machine`` (default: this one), checked again.
+
+    A config without "auto" keys comes back unchanged (the same object).
+    """
+    engine = config.engine
+    if is_resolved(engine):
+        return config
+    machine = machine or Machine.detect()
+    layout = choose_layout(engine, machine)
+    resolved = dataclasses.replace(config, engine=dataclasses.replace(
+        engine, executors=layout.executors, actors=layout.actors, inline_actors=layout.inline_actors))
+    validate(resolved)  # the cross-key checks (executors <= envs, inline needs actors = executors) on the numbers
+    log.info("process layout (engine.* = 'auto' on %d cores, %s): %s", machine.cores,
+             "CUDA" if machine.cuda else "no CUDA", layout.describe())
+    return resolved

@@ -1,0 +1,109 @@
+"""engine.executors / actors / inline_actors = "auto": the layout chosen for the cores and GPU present."""
+import tomllib
+
+import pytest
+
+import fastrl
+import fastrl.runtime.process_layout as process_layout
+from fastrl.config import ConfigError, load_config
+from fastrl.runtime.process_layout import Layout, Machine, choose_layout, resolve_layout
+from fastrl.runtime.supervisor import plan_run
+from tests.conftest import cartpole
+
+
+def _engine(*overrides: str):
+    return load_config(None, list(overrides)).engine
+
+
+@pytest.mark.parametrize("cores, expected", [
+    (1, Layout(1, 1, True)),
+    (2, Layout(2, 2, True)),  # the measured best on 2 cores: one executor per core, inline actors
+    (16, Layout(8, 8, True)),  # 15 cores left by the learner: 8 executors of 2 envs step as fast as 15
+    (64, Layout(16, 16, True)),  # never more executors than envs
+])
+def test_cpu_only_one_inline_executor_per_core(cores, expected):
+    assert choose_layout(_engine(), Machine(cores, cuda=False)) == expected
+    # a GPU the config does not use changes nothing
+    assert choose_layout(_engine("engine.device='cpu'"), Machine(cores, cuda=True)) == expected
+
+
+@pytest.mark.parametrize("cores, expected", [
+    (1, Layout(1, 1, False)),
+    (2, Layout(1, 1, False)),  # the actor process and the learner drive the GPU from the other core
+    (16, Layout(8, 2, False)),  # 2 actor processes from 16 cores; 13 cores left, 8 executors of 2 envs
+    (64, Layout(16, 2, False)),
+])
+def test_with_cuda_actor_processes_on_the_gpu_and_executors_on_the_rest(cores, expected):
+    assert choose_layout(_engine("engine.device='auto'"), Machine(cores, cuda=True)) == expected
+    assert choose_layout(_engine("engine.device='cuda'"), Machine(cores, cuda=True)) == expected
+
+
+def test_many_envs_on_many_cores_are_capped():
+    assert choose_layout(_engine("engine.envs=256"), Machine(64, cuda=False)) == Layout(32, 32, True)
+    assert choose_layout(_engine("engine.envs=256", "engine.device='auto'"), Machine(64, cuda=True)) == Layout(32, 2, False)
+
+
+def test_learners_keep_cores_on_a_big_machine_only():
+    gala = ("engine.mode='gala'", "engine.learners=4")
+    assert choose_layout(_engine(*gala), Machine(16, cuda=False)) == Layout(8, 8, True)  # 12 cores: 2 envs each
+    assert choose_layout(_engine(*gala), Machine(2, cuda=False)) == Layout(2, 2, True)  # shared, as measured
+    assert choose_layout(_engine("engine.learner_threads=8"), Machine(16, cuda=False)) == Layout(8, 8, True)
+    assert choose_layout(_engine("engine.learner_threads=12"), Machine(16, cuda=False)) == Layout(4, 4, True)
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (("engine.executors=4",), Layout(4, 4, True)),
+    (("engine.actors=1",), Layout(2, 1, False)),  # an explicit actor count asks for actor processes
+    (("engine.inline_actors=false",), Layout(2, 1, False)),
+    (("engine.inline_actors=true", "engine.actors=3"), Layout(3, 3, True)),  # executors follow the actors
+    (("engine.executors=1", "engine.actors=1", "engine.inline_actors=false"), Layout(1, 1, False)),
+    (("engine.serial=true",), Layout(1, 1, False)),
+])
+def test_explicit_keys_are_kept_and_the_auto_ones_fit_them(overrides, expected):
+    assert choose_layout(_engine(*overrides), Machine(2, cuda=False)) == expected
+
+
+def test_resolve_writes_the_numbers_and_checks_them_again(monkeypatch):
+    config = load_config(None, ["engine.envs=6"])
+    resolved = resolve_layout(config, Machine(64, cuda=False))
+    assert (resolved.engine.executors, resolved.engine.actors, resolved.engine.inline_actors) == (6, 6, True)
+    assert config.engine.executors == "auto"  # the caller's config is left as it was
+    assert resolve_layout(resolved) is resolved  # nothing left to choose
+    # the cross-key checks of validate() run on the chosen numbers
+    monkeypatch.setattr(process_layout, "choose_layout", lambda engine, machine: Layout(7, 1, False))
+    with pytest.raises(ConfigError, match="engine.executors = 7 is more than engine.envs = 6"):
+        resolve_layout(config, Machine(64, cuda=False))
+
+
+def test_machine_counts_the_cpus_this_process_may_use(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(process_layout.os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert Machine.detect() == Machine(3, True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert Machine.detect() == Machine(3, False)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("engine.executors='many'", r"engine.executors = 'many': allowed values are an int >= 1 or 'auto'"),
+    ("engine.actors=0", r"engine.actors = 0: must be >= 1"),
+    ("engine.actors=1.5", r"engine.actors = 1.5: allowed values are an int >= 1 or 'auto'"),
+    ("engine.inline_actors='yes'", r"engine.inline_actors = 'yes': allowed values are true, false or 'auto'"),
+    ("engine.inline_actors=1", r"engine.inline_actors = 1: allowed values are true, false or 'auto'"),
+])
+def test_only_auto_or_a_valid_value(value, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [value])
+
+
+def test_plan_run_resolves_once_and_the_run_dir_records_the_numbers(tmp_path, monkeypatch):
+    monkeypatch.setattr(Machine, "detect", classmethod(lambda cls: Machine(2, cuda=False)))
+    _, overrides = cartpole(tmp_path, "engine.executors='auto'", "engine.actors='auto'",
+                            "engine.inline_actors='auto'", "run.total_frames=400")
+    plan = plan_run(load_config(None, overrides))
+    assert (plan.config.engine.executors, plan.config.engine.actors, plan.config.engine.inline_actors) == (2, 2, True)
+    summary = fastrl.train({}, overrides, run_dir=tmp_path / "run")
+    assert summary["status"] == "complete"
+    saved = tomllib.loads((tmp_path / "run" / "config.toml").read_text())["engine"]
+    assert (saved["executors"], saved["actors"], saved["inline_actors"]) == (2, 2, True)
