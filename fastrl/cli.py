@@ -47,7 +47,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     try:
         result = evaluate(args.target, episodes=args.episodes, params=args.params, seed=args.seed,
-                          greedy=args.greedy, max_steps=args.max_steps)
+                          greedy=args.greedy, max_steps=args.max_steps, video=args.video)
     except ConfigError as exc:
         print(f"fastrl: cannot evaluate: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0, help="seeds the episodes' resets and sampled actions (default 0)")
     evaluate.add_argument("--greedy", action="store_true", help="take the argmax action instead of sampling")
     evaluate.add_argument("--max-steps", type=int, metavar="N", help="cut each episode after N agent steps")
+    evaluate.add_argument("--video", metavar="FILE", help="record the episodes into FILE.mp4 or FILE.gif "
+                          "(Atari: the emulator's colour screen); needs pip install 'fastrl[video]'")
     evaluate.set_defaults(func=_eval)
     plot = sub.add_parser("plot", help="learning curves of runs (return, fps, time split) into a PNG")
     plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories (each holds metrics.jsonl)")

@@ -12,6 +12,9 @@ the return is the sum of raw rewards (the score, unclipped) until ``episode_over
 reset seed is the i-th draw of a stream seeded with ``seed``, and sampled actions draw their
 uniform numbers from a second stream, so the same seed gives the same returns, and greedy and
 sampled evaluations start from the same episodes.
+
+``video``: a ``.mp4`` or ``.gif`` file that records the episodes as they are played, one
+frame after each reset and each agent step (``fastrl.video``).
 """
 from __future__ import annotations
 
@@ -184,6 +187,7 @@ def evaluate(
     seed: int = 0,
     greedy: bool = False,
     max_steps: int | None = None,
+    video: str | Path | None = None,
 ) -> dict:
     """Play ``episodes`` episodes with a trained policy; returns the scores.
 
@@ -191,7 +195,9 @@ def evaluate(
     ``"auto"`` (the target's checkpoint), ``"average"`` (a gala run's averaged parameters) or
     ``"learner-<i>"``/``"<i>"``/``i`` (gala learner i's). Actions are sampled from the policy's softmax
     (as in training) or, with ``greedy``, its argmax. ``max_steps`` cuts an episode after that
-    many agent steps (counted in ``truncated``).
+    many agent steps (counted in ``truncated``). ``video``: a ``.mp4``/``.gif`` path to record
+    the episodes into (Atari: the emulator's colour screen; other envs: ``render_mode="rgb_array"``);
+    it needs the ``fastrl[video]`` extra; the result then also holds ``video`` and ``video_frames``.
 
     Returns ``{"checkpoint", "params", "env_id", "frames", "episodes", "greedy", "seed",
     "return_mean", "return_std", "return_min", "return_max", "length_mean", "truncated",
@@ -200,23 +206,35 @@ def evaluate(
     import torch
 
     from csrc_free_kernels.sampling import sample_from_u
-    from fastrl.envs import make_env
 
     _check(episodes, seed, greedy, max_steps)
+    if video is not None:
+        from fastrl.video import check_video_path
+
+        video = check_video_path(video)
     path, which = resolve_checkpoint(target, params)
     checkpoint, config, which = _load(path, which)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         model, info = _policy(config, checkpoint["model"], path)
-        env = make_env(config.env)
+        recorder = None
+        env = _make_env(config, video is not None)
         try:
-            returns, lengths, truncated = _play(env, model, info, episodes, seed, greedy, max_steps, sample_from_u)
+            if video is not None:
+                from fastrl.video import Recorder
+
+                recorder = Recorder(video, env)
+            returns, lengths, truncated = _play(env, model, info, episodes, seed, greedy, max_steps, sample_from_u,
+                                                recorder)
         finally:
+            if recorder is not None:
+                recorder.close()
             env.close()
     finally:
         torch.set_num_threads(threads)
     returns_a = np.asarray(returns, np.float64)
+    recorded = {} if recorder is None else {"video": str(video), "video_frames": recorder.frames}
     return {
         "checkpoint": str(path),
         "params": which,
@@ -233,10 +251,30 @@ def evaluate(
         "truncated": truncated,
         "returns": returns,
         "lengths": lengths,
+        **recorded,
     }
 
 
-def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: int | None, sample_from_u):
+def _make_env(config: Config, rendering: bool):
+    """The run's env; to record a video, a non-Atari env is made with ``render_mode="rgb_array"``."""
+    from fastrl.envs import make_env
+
+    if not rendering:
+        return make_env(config.env)
+    from fastrl.envs.atari import is_atari_id
+    from fastrl.video import video_env_config
+
+    env_config = video_env_config(config.env, is_atari_id(config.env.id))
+    try:
+        return make_env(env_config)
+    except TypeError as exc:  # a factory that takes no render_mode
+        raise ConfigError(f"env {config.env.id!r} cannot be made with render_mode='rgb_array' to record a video: "
+                          f"{exc}") from None
+
+
+def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: int | None, sample_from_u,
+          record=None):
+    """``record()``, when given, is called after every reset and every step (a video's frames)."""
     import torch
 
     reset_stream, action_stream = np.random.SeedSequence(seed).spawn(2)
@@ -251,6 +289,8 @@ def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: i
     with torch.inference_mode():
         for _ in range(episodes):
             env.reset(int(reset_rng.integers(RESET_SEED_BOUND)), obs[0])
+            if record is not None:
+                record()
             current, total, length, over = 0, 0.0, 0, False
             while not over and length < limit:
                 logits, _ = model(batch[current : current + 1])
@@ -260,6 +300,8 @@ def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: i
                 else:
                     action = int(sample_from_u(logits, np.array([action_rng.random()]), action_out, logp_out)[0][0])
                 _, raw, _, over = env.step(action, obs[current], obs[1 - current])
+                if record is not None:
+                    record()
                 current = 1 - current
                 total += float(raw)
                 length += 1

@@ -262,6 +262,10 @@ class AtariEnv:
         self.reset(seed, out)
         self.step(0, out, out.copy())
 
+    def screen_rgb(self) -> np.ndarray:
+        """The emulator's current screen in colour at its own resolution (210 x 160 x 3): for videos."""
+        return self._ale.getScreenRGB()
+
     def get_state(self) -> dict:
         """The emulator (ALE's cloneState) and this adapter's own sticky-action stream and counters."""
         return {
