@@ -40,7 +40,8 @@ def test_with_cuda_actor_processes_on_the_gpu_and_executors_on_the_rest(cores, e
 
 def test_many_envs_on_many_cores_are_capped():
     assert choose_layout(_engine("engine.envs=256"), Machine(64, cuda=False)) == Layout(32, 32, True)
-    assert choose_layout(_engine("engine.envs=256", "engine.device='auto'"), Machine(64, cuda=True)) == Layout(32, 2, False)
+    gpu = _engine("engine.envs=256", "engine.device='auto'")
+    assert choose_layout(gpu, Machine(64, cuda=True)) == Layout(32, 2, False)
 
 
 def test_learners_keep_cores_on_a_big_machine_only():

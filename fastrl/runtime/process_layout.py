@@ -72,8 +72,8 @@ def is_resolved(engine: EngineConfig) -> bool:
 def choose_layout(engine: EngineConfig, machine: Machine) -> Layout:
     """The layout for ``engine`` on ``machine``: explicit keys kept, "auto" ones chosen by the rules above."""
     if engine.serial:
-        return Layout(*(value if value != AUTO else default
-                        for value, default in ((engine.executors, 1), (engine.actors, 1), (engine.inline_actors, False))))
+        given = ((engine.executors, 1), (engine.actors, 1), (engine.inline_actors, False))
+        return Layout(*(value if value != AUTO else default for value, default in given))
     gpu = engine.device == "cuda" or (engine.device == "auto" and machine.cuda)
     inline = engine.inline_actors
     if inline == AUTO:  # an explicit actors count asks for actor processes, as it did before "auto"
