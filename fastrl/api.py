@@ -20,6 +20,21 @@ def resolve_config(config: Config | dict | str | Path | None = None, overrides: 
     return load_config(config, overrides)
 
 
+def load_policy(target: str | Path, params: str | int = "auto"):
+    """The trained policy of a run: a ``torch.nn.Module`` in eval mode whose ``forward(obs)`` gives
+    ``(logits [B, n_actions], value [B])`` for a batch of observations shaped as the env gives them.
+
+    Built from the checkpoint's own config with its parameters, resolved as ``fastrl eval``
+    resolves them: ``target`` is a run directory, its ``checkpoints/`` folder or a checkpoint
+    file; ``params`` is ``"auto"`` (the target's checkpoint), or for gala runs ``"average"``
+    (the learners' averaged parameters) or ``"learner-<i>"`` (also ``"<i>"`` or ``i``).
+    Raises ``ConfigError`` for bad input, naming the path or value and what is allowed.
+    """
+    from fastrl.evaluate import load_trained
+
+    return load_trained(target, params).model
+
+
 def sweep_stale_segments() -> list[tuple[str, int]]:
     """Free the shared memory that runs killed with -9 left in /dev/shm, and say so."""
     from fastrl.buffers.arena import sweep_stale_segments as sweep

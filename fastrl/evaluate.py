@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -178,6 +180,30 @@ def _policy(config: Config, state_dict: dict, path: Path):
         raise ConfigError(f"checkpoint {str(path)!r}: its parameters do not fit model {model_config.name!r}: "
                           f"{exc}") from None
     return model.eval(), info
+
+
+@dataclass(frozen=True)
+class TrainedPolicy:
+    """A checkpoint's policy, rebuilt as ``fastrl eval`` plays it; ``fastrl.load_policy`` returns its model."""
+
+    model: Any  # torch.nn.Module in eval mode, the checkpoint's parameters loaded
+    env_info: Any  # the checkpoint's env: observation shape and dtype, number of actions
+    config: Config  # the checkpoint's own config
+    checkpoint: dict
+    path: Path  # the checkpoint file
+    params: str  # "model" (one learner), "average" or "learner-<i>"
+
+
+def load_trained(target: str | Path, params: str | int = "auto") -> TrainedPolicy:
+    """Resolve ``target`` and ``params`` as ``evaluate`` does and rebuild that checkpoint's policy.
+
+    Raises ``ConfigError`` for bad input (no such path or checkpoint, unknown ``params``, a file
+    that is not a fastrl checkpoint, an env or model that no longer resolves here).
+    """
+    path, which = resolve_checkpoint(target, params)
+    checkpoint, config, which = _load(path, which)
+    model, info = _policy(config, checkpoint["model"], path)
+    return TrainedPolicy(model, info, config, checkpoint, path, which)
 
 
 def evaluate(
