@@ -5,6 +5,18 @@ to the V-trace targets v_s, entropy bonus. The behaviour log-probs μ are those 
 into the slots with the parameters it had then; the target π is the learner's current policy.
 V-trace runs as the numba kernel on a CPU learner and in torch on a GPU one (same math,
 tested against the numpy reference).
+
+Loss scale against the paper. Its loss (the ``scalable_agent`` code) sums over the N = T x B
+steps of a batch and halves the squared value error, so that d loss / d V = −(v_s − V):
+
+    L_paper = Σ −A_s log π(a_s|x_s) + baseline_cost · ½ Σ (v_s − V(x_s))² − entropy_cost · Σ H(π(·|x_s))
+
+This loss takes means instead, ``policy_loss + value_coef · mean (v_s − V)² − entropy_coef ·
+mean H``, which is L_paper / N when ``value_coef = baseline_cost / 2`` (the paper's 0.5 is 0.25
+here) and ``entropy_coef = entropy_cost``. Its gradients are therefore N times smaller: RMSProp's
+step does not change, except through epsilon (TensorFlow's sqrt(E[g²] + ε) on the sum matches
+torch's sqrt(E[g²]) + sqrt(ε)/N on the mean within a factor √2), and a global-norm clip c on the
+sum's gradient is c / N here. ``configs/pong_impala.toml`` sets the paper's Atari values so.
 """
 from __future__ import annotations
 
