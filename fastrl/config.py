@@ -131,17 +131,17 @@ class AlgoConfig:
     )
     lr: float = _f(7e-4, "learning rate", min_exclusive=0.0)
     optimizer: str = _f("rmsprop", "optimizer", choices=("rmsprop", "adam", "sgd"))
-    eps: float = _f(1e-5, "optimizer epsilon", min_exclusive=0.0)
-    rms_alpha: float = _f(0.99, "RMSprop smoothing constant", min=0.0, max=1.0)
-    gamma: float = _f(0.99, "discount", min=0.0, max=1.0)
-    entropy_coef: float = _f(0.01, "entropy bonus weight", min=0.0)
-    value_coef: float = _f(0.5, "value loss weight", min=0.0)
     lr_schedule: str = _f(
         "constant",
         "'constant', or 'linear': lr x (1 - frames / run.total_frames) at each update (PPO and A2C papers), "
         "from the learner's frame counter, so runs and resumes stay deterministic",
         choices=("constant", "linear"),
     )
+    eps: float = _f(1e-5, "optimizer epsilon", min_exclusive=0.0)
+    rms_alpha: float = _f(0.99, "RMSprop smoothing constant", min=0.0, max=1.0)
+    gamma: float = _f(0.99, "discount", min=0.0, max=1.0)
+    entropy_coef: float = _f(0.01, "entropy bonus weight", min=0.0)
+    value_coef: float = _f(0.5, "value loss weight", min=0.0)
     max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
     epochs: int = _f(4, "ppo: passes over each storage per update", min=1, max=1000)
     minibatches: int = _f(4, "ppo: minibatches per epoch (the envs x rollout steps split evenly)", min=1)
@@ -194,6 +194,11 @@ class ModelConfig:
         "'fp32', or 'bf16' (convolutions and FC in bfloat16, heads and parameters in float32; built-in CNNs only); "
         "'auto': bf16 for the built-in CNNs on a CPU with AMX-BF16 (3x faster training there), fp32 otherwise",
         choices=("auto", "fp32", "bf16"),
+    )
+    normalize_obs: bool = _f(
+        False,
+        "normalise observations per element by running mean and std, clipped to +-5 (sample-factory's "
+        "normalize_input); the statistics are model buffers: published, checkpointed, resumed; built-in models only",
     )
 
 

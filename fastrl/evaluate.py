@@ -163,7 +163,6 @@ def _policy(config: Config, state_dict: dict, path: Path):
 
     from fastrl.envs import probe_env
     from fastrl.models import build_model
-    from fastrl.models.precision import resolve_precision
 
     model_config = config.model
     try:
@@ -171,7 +170,7 @@ def _policy(config: Config, state_dict: dict, path: Path):
         with torch.random.fork_rng(devices=[]):  # initialisation draws: leave the caller's RNG alone
             model = build_model(model_config.name, info.obs_shape, np.dtype(info.obs_dtype), info.n_actions,
                                 model_config.hidden, model_config.kwargs,
-                                resolve_precision(model_config.precision, torch.device("cpu")))
+                                model_config.precision, model_config.normalize_obs)
     except ValueError as exc:  # an env id or model that no longer resolves here
         raise ConfigError(f"checkpoint {str(path)!r}: {exc}") from None
     try:

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from fastrl.models.mlp import check_policy_args, init_orthogonal, obs_to_float
+from fastrl.models.normalizer import ObsNormalizer
 
 _RELU_GAIN = math.sqrt(2)
 
@@ -48,10 +49,12 @@ def _flat_size(cls_name: str, features: nn.Module, obs_shape: tuple[int, ...]) -
 class _ImagePolicy(nn.Module):
     """``features`` (convolutions) -> flatten -> FC ``fc_size`` + ReLU -> policy and value heads."""
 
-    def __init__(self, obs_shape: tuple[int, ...], n_actions: int, features: nn.Module, fc_size: int):
+    def __init__(self, obs_shape: tuple[int, ...], n_actions: int, features: nn.Module, fc_size: int,
+                 normalize_obs: bool = False):
         super().__init__()
         self.obs_shape = obs_shape
         self.n_actions = n_actions
+        self.obs_normalizer = ObsNormalizer(obs_shape) if normalize_obs else None
         flat = _flat_size(type(self).__name__, features, obs_shape)
         self.body = nn.Sequential(
             features,
@@ -73,6 +76,8 @@ class _ImagePolicy(nn.Module):
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         x = obs_to_float(obs.contiguous(memory_format=torch.channels_last))
+        if self.obs_normalizer is not None:
+            x = self.obs_normalizer(x)
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             h = self.body(x)
         h = h.float()
@@ -93,10 +98,10 @@ class NatureCNN(_ImagePolicy):
     """Mnih et al. 2015 (PAAC's ``arch_nature``): conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1,
     FC 512, ReLU after each. Orthogonal init (gain sqrt(2); heads 0.01 and 1.0)."""
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int):
+    def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False):
         shape = _check_image_shape("NatureCNN", obs_shape, n_actions)
         features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (64, 3, 1)])
-        super().__init__(shape, n_actions, features, 512)
+        super().__init__(shape, n_actions, features, 512, normalize_obs)
 
 
 class ShallowCNN(_ImagePolicy):
@@ -108,10 +113,10 @@ class ShallowCNN(_ImagePolicy):
     parameters and ~20% fewer multiply-accumulates. Same initialisation as ``NatureCNN``.
     """
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int):
+    def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False):
         shape = _check_image_shape("ShallowCNN", obs_shape, n_actions)
         features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (32, 3, 1)])
-        super().__init__(shape, n_actions, features, 512)
+        super().__init__(shape, n_actions, features, 512, normalize_obs)
 
 
 class _ResidualBlock(nn.Module):
@@ -137,7 +142,8 @@ class ImpalaResNet(_ImagePolicy):
     orthogonal like the other policies.
     """
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int, channels: Sequence[int] = (16, 32, 32)):
+    def __init__(self, obs_shape: Sequence[int], n_actions: int, channels: Sequence[int] = (16, 32, 32),
+                 normalize_obs: bool = False):
         shape = _check_image_shape("ImpalaResNet", obs_shape, n_actions)
         try:
             chans = [int(c) for c in channels]
@@ -156,5 +162,5 @@ class ImpalaResNet(_ImagePolicy):
             ]
             in_channels = out_channels
         layers.append(nn.ReLU(inplace=True))
-        super().__init__(shape, n_actions, nn.Sequential(*layers), 256)
+        super().__init__(shape, n_actions, nn.Sequential(*layers), 256, normalize_obs)
         self.channels = tuple(chans)

@@ -52,10 +52,14 @@ class MLPPolicy(nn.Module):
     heads on the raw observation.
     """
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int, hidden: Sequence[int] = (64, 64)):
+    def __init__(self, obs_shape: Sequence[int], n_actions: int, hidden: Sequence[int] = (64, 64),
+                 normalize_obs: bool = False):
         super().__init__()
         self.obs_shape = check_policy_args("MLPPolicy", obs_shape, n_actions)
         self.n_actions = n_actions
+        from fastrl.models.normalizer import ObsNormalizer  # it imports obs_to_float from here
+
+        self.obs_normalizer = ObsNormalizer(self.obs_shape) if normalize_obs else None
         try:
             sizes = [int(h) for h in hidden]
         except (TypeError, ValueError):
@@ -74,5 +78,7 @@ class MLPPolicy(nn.Module):
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         x = obs_to_float(obs)
+        if self.obs_normalizer is not None:
+            x = self.obs_normalizer(x)
         h = self.trunk(x.reshape(x.shape[0], -1))
         return self.policy_head(h), self.value_head(h).squeeze(-1)

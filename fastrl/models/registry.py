@@ -18,6 +18,7 @@ from torch import nn
 
 from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
 from fastrl.models.mlp import MLPPolicy
+from fastrl.models.precision import PRECISIONS, resolve_precision
 from fastrl.models.uniform import UniformPolicy
 
 ModelFactory = Callable[..., nn.Module]
@@ -52,6 +53,8 @@ def build_model(
     hidden: Sequence[int] = (64, 64),
     kwargs: dict | None = None,
     precision: str = "fp32",
+    normalize_obs: bool = False,
+    device: torch.device | str = "cpu",
 ) -> nn.Module:
     """The policy called ``name`` for observations of ``obs_shape``/``obs_dtype`` and
     ``n_actions`` discrete actions.
@@ -60,8 +63,11 @@ def build_model(
     ``"nature"``, ``"shallow"``, ``"impala"``, a name given to ``register_model``, or
     ``"package.module:factory"``. ``hidden`` sizes the MLP and is ignored by the others.
     ``kwargs`` go to the model's constructor or factory (e.g. ``{"channels": [16, 32, 32]}``
-    for ``"impala"``). ``precision``: ``"fp32"`` or ``"bf16"`` (resolved, see
-    ``fastrl.models.precision``); bf16 needs a model with ``set_precision`` (the built-in CNNs).
+    for ``"impala"``). ``precision``: ``"fp32"``, ``"bf16"`` (needs a model with
+    ``set_precision``: the built-in CNNs) or ``"auto"`` (bf16 where the model has it and it pays on
+    ``device``, see ``fastrl.models.precision``).
+    ``normalize_obs``: the built-in models keep running observation statistics
+    (``fastrl.models.normalizer``); a custom model normalises its own inputs.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string ({_allowed()}), got {name!r}")
@@ -73,35 +79,41 @@ def build_model(
     if kwargs is not None and not isinstance(kwargs, dict):
         raise ValueError(f"model {name!r}: kwargs must be a dict, got {type(kwargs).__name__}")
     kw = dict(kwargs or {})
+    builtin_kw = {"normalize_obs": True} if normalize_obs else {}
 
     resolved = name
     if name == "auto":
         resolved = "nature" if len(shape) == 3 else "mlp"
     if resolved == "mlp":
-        model = _build_builtin(name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw}, "hidden")
+        model = _build_builtin(name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw, **builtin_kw},
+                               "hidden")
     elif resolved == "random":
         model = UniformPolicy(shape, n_actions)
     elif resolved in _IMAGE_MODELS:
         if len(shape) != 3:
             raise ValueError(f"model {name!r} is an image model and needs a 3-D observation [C, H, W]; "
                              f"got obs_shape {shape}; use 'mlp' or 'auto' for flat observations")
-        model = _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, kw, None)
+        model = _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, {**kw, **builtin_kw}, None)
+    elif normalize_obs:
+        raise ValueError(f"model.normalize_obs = true is for the built-in models; model {name!r} "
+                         "must normalise its own observations")
     elif name in _registered:
         model = _call_factory(name, _registered[name], shape, n_actions, kw)
     elif ":" in name:
         model = _call_factory(name, _import_factory(name), shape, n_actions, kw)
     else:
         raise ValueError(f"unknown model {name!r}; {_allowed()}")
-    _set_precision(name, model, precision)
+    _set_precision(name, model, precision, torch.device(device))
     _check_interface(name, model, shape, dtype, n_actions)
     return model
 
 
-def _set_precision(name: str, model: nn.Module, precision: str) -> None:
-    if precision not in ("fp32", "bf16"):
-        raise ValueError(f"model {name!r}: precision must be 'fp32' or 'bf16', got {precision!r}")
+def _set_precision(name: str, model: nn.Module, precision: str, device: torch.device) -> None:
+    if precision not in PRECISIONS:
+        raise ValueError(f"model {name!r}: precision must be one of {', '.join(map(repr, PRECISIONS))}, "
+                         f"got {precision!r}")
     if hasattr(model, "set_precision"):
-        model.set_precision(precision)
+        model.set_precision(resolve_precision(precision, device))
     elif precision == "bf16":
         raise ValueError(f"model.precision = 'bf16' is for models with a set_precision method (the built-in "
                          f"'nature', 'shallow' and 'impala'); model {name!r} has none: use 'fp32' or 'auto'")

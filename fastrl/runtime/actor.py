@@ -23,7 +23,6 @@ from csrc_free_kernels.sampling import sample_rows_kernel
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.models import build_model
-from fastrl.models.precision import resolve_precision
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.runtime.channels import Channels
 from fastrl.runtime.spec import RunSpec, WorkerIds, owner_of, split
@@ -39,9 +38,8 @@ def resolve_device(name: str) -> torch.device:
 
 def build_policy(spec: RunSpec) -> torch.nn.Module:
     info, model = spec.env_info, spec.config.model
-    precision = resolve_precision(model.precision, resolve_device(spec.config.engine.device))
     return build_model(model.name, info.obs_shape, np.dtype(info.obs_dtype), info.n_actions, model.hidden, model.kwargs,
-                       precision)
+                       model.precision, model.normalize_obs, resolve_device(spec.config.engine.device))
 
 
 class Actor:

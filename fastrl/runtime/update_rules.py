@@ -33,6 +33,7 @@ from fastrl.algos.a2c import a2c_loss, forward_storage, make_optimizer
 from fastrl.algos.impala import impala_loss
 from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.buffers.control import Stat
+from fastrl.models.normalizer import observe_observations
 from fastrl.runtime.faults import NonFiniteError
 
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
@@ -55,6 +56,14 @@ class UpdateRule:
 
     def load(self, state: dict) -> None:
         pass
+
+    def _observe(self, net: torch.nn.Module, storage: dict[str, np.ndarray]) -> None:
+        """``model.normalize_obs``: the running statistics of ``net`` (the θ published next) move once per
+        update, by the rows learned from; the behaviour copy of hts A2C keeps the statistics it acted with."""
+        if getattr(net, "obs_normalizer", None) is None:
+            return
+        obs = storage["obs"][:, : storage["action"].shape[1] - 1]
+        observe_observations(net, torch.from_numpy(obs.reshape(-1, *obs.shape[2:])).to(self.learner.device))
 
     def _record(self, policy_loss: float, value_loss: float, entropy: float) -> None:
         stats = self.learner.stats
@@ -80,6 +89,7 @@ class Impala(UpdateRule):
 
     def learn_batch(self, storage, batch: int) -> float:
         learner, net = self.learner, self.learner.model
+        self._observe(net, storage)
         net.zero_grad(set_to_none=True)
         loss, stats = impala_loss(net, storage, learner.algo, learner.device)
         terms = (stats.policy_loss, stats.value_loss, stats.entropy)
@@ -97,6 +107,7 @@ class A2CSync(UpdateRule):
         self.pending_grads: list[torch.Tensor] | None = None
 
     def learn(self, storage, rollout):
+        self._observe(self.learner.model, storage)
         self.pending_grads = self._gradients(self._acting(), storage, rollout)
 
     def _acting(self) -> torch.nn.Module:
@@ -155,6 +166,7 @@ class PPO(UpdateRule):
         self.norm = 0.0  # gradient norm of the trainee's last step, logged when it is published
 
     def learn(self, storage, rollout):
+        self._observe(self.trainee, storage)
         self.norm = self._epochs(storage, rollout)  # sync: from θ_j; hts: from θ_{j+1}, what the envs act with next
         self.pending = True
 
