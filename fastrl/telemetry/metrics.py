@@ -133,6 +133,7 @@ class Telemetry:
             "value_loss": float(stats[Stat.VALUE_LOSS]),
             "entropy": float(stats[Stat.ENTROPY]),
             "grad_norm": float(stats[Stat.GRAD_NORM]),
+            "lr": float(stats[Stat.LR]),
             "policy_lag_mean": float(stats[Stat.LAG_MEAN]),
             "policy_lag_max": float(stats[Stat.LAG_MAX]),
             "env_errors": self.control.env_errors(),
