@@ -5,19 +5,20 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from fastrl.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
+from fastrl.config import DEFAULT_JOB, Config, ConfigError, apply_overrides, config_from_dict, load_config
 from fastrl.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
 
 def resolve_config(config: Config | dict | str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """A validated Config from a Config, a dict of sections, a TOML path, or None (the defaults)."""
+    """A validated Config from a Config, a dict of sections, a TOML path, or None (the default job,
+    ``fastrl/default_job.toml``: Pong as ``configs/pong_hts.toml``)."""
     if isinstance(config, Config):
         config = dataclasses.asdict(config)
     if isinstance(config, dict):
         return config_from_dict(apply_overrides(config, overrides))
-    return load_config(config, overrides)
+    return load_config(DEFAULT_JOB if config is None else config, overrides)
 
 
 def load_policy(target: str | Path, params: str | int = "auto"):

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from fastrl.api import resolve_config
 from fastrl.config import Config, ConfigError, field_docs, load_config, parse_override
 from fastrl.run_dir import to_toml
 
@@ -33,7 +34,7 @@ def _leaves(config, prefix: str = ""):
 def test_default_config_is_pong_hts_as_shipped():
     """`fastrl train` with no config and configs/pong_hts.toml are the same job, every key of it."""
     shipped = dict(_leaves(load_config(Path(__file__).parent.parent / "configs" / "pong_hts.toml")))
-    default = dict(_leaves(load_config()))
+    default = dict(_leaves(resolve_config(None)))
     assert shipped.keys() == default.keys()
     differ = {key: (default[key], shipped[key]) for key in default if default[key] != shipped[key]}
     assert not differ, f"(built-in default, pong_hts.toml) differ: {differ}"
