@@ -21,9 +21,11 @@ def compile_kernels() -> None:
     for n in (2, 1):
         rows = np.zeros((n, 3), np.float32)
         dones = np.zeros((n, 3), np.uint8)[:, :2]
-        nstep_returns(rows[:, :2], dones, rows[:, 2], 0.99)
-        gae(rows[:, :2], dones, rows, 0.99, 0.95)  # ppo: values of all T + 1 rows, contiguous
-        vtrace(rows[:, :2], np.zeros((n, 2), np.float32), rows[:, :2], dones, rows, 0.99, 1.0, 1.0, 1.0)  # impala
+        ends = np.zeros((n, 2), np.float32)  # fastrl.algos.time_limits.final_values: a fresh contiguous array
+        nstep_returns(rows[:, :2], dones, rows[:, 2], 0.99, final_values=ends)
+        gae(rows[:, :2], dones, rows, 0.99, 0.95, final_values=ends)  # ppo: values of all T + 1 rows, contiguous
+        vtrace(rows[:, :2], np.zeros((n, 2), np.float32), rows[:, :2], dones, rows, 0.99, 1.0, 1.0, 1.0,
+               final_values=ends)  # impala
     # the actor: contiguous logits and values, sorted rows, the trajectory's 1-D columns
     sample_rows_kernel(np.zeros((1, 2), np.float32), np.zeros(1, np.float32), 0, np.zeros(1, np.int64),
                        np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32),
