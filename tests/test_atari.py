@@ -30,6 +30,7 @@ from csrc_free_kernels.frames import (
     stack_fill,
     stack_fill_reference,
 )
+from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.config import AtariConfig
 from fastrl.envs.atari import AtariEnv, is_atari_id, parse_atari_id
 from fastrl.envs.atari_screen import StepScreens
@@ -197,6 +198,7 @@ def test_pong_episode():
     reward, raw, done, over = rows.T
     assert obs.dtype == np.uint8 and obs.shape[1:] == (4, 84, 84)
     assert over[-1] and done[-1] and not over[:-1].any() and not done[:-1].any()
+    assert done[-1] == TERMINATED  # the game ended: no bootstrap
     # A Pong game ends when one side has 21 points; Pong's rewards are already +-1.
     assert max((raw == 1).sum(), (raw == -1).sum()) == 21
     np.testing.assert_array_equal(reward, np.sign(raw))
@@ -231,6 +233,7 @@ def test_breakout_lives(episodic_life):
     lost = np.flatnonzero(done & ~over)
     if episodic_life:
         assert len(lost) == 4  # five lives: four life losses, then game over
+        assert (rows[lost, 2] == TERMINATED).all()  # a lost life ends the return for learning
         for t in lost:  # the stack restarts from one frame, as after a reset
             assert (obs[t + 1] == obs[t + 1][-1]).all()
     else:
@@ -271,6 +274,7 @@ def test_truncation_counts_emulator_frames():
     env = AtariEnv("PongNoFrameskip-v4", config)
     _, rows = _run(env, 0, np.zeros(100, int))
     assert len(rows) == 25 and rows[-1, 2] and rows[-1, 3]  # 25 steps x 4 frames
+    assert rows[-1, 2] == TRUNCATED and (rows[:-1, 2] == CONTINUES).all()  # a time limit, not a game over
 
 
 def test_other_settings():

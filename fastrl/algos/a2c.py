@@ -1,7 +1,8 @@
 """A2C loss on one storage: n-step returns, policy gradient, value regression, entropy bonus.
 
 Works on ``[N, T + 1, ...]`` views of the trajectory slots; step T holds only the observation
-whose value bootstraps the returns.
+whose value bootstraps the returns. A step truncated by a time limit bootstraps from the value
+of its episode's final observation (``fastrl.algos.time_limits``).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from csrc_free_kernels.returns import nstep_returns
+from fastrl.algos.time_limits import final_values
 from fastrl.config import AlgoConfig
 
 
@@ -35,7 +37,8 @@ def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoC
     actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
     logits, values = forward_storage(model, obs)
     bootstrap = values[:, steps].detach().float().cpu().numpy()
-    returns = nstep_returns(storage["reward"][:, :steps], storage["done"][:, :steps], bootstrap, algo.gamma)
+    returns = nstep_returns(storage["reward"][:, :steps], storage["done"][:, :steps], bootstrap, algo.gamma,
+                            final_values=final_values(model, storage, device))
     returns = torch.from_numpy(returns).to(device)
     log_probs = F.log_softmax(logits[:, :steps], dim=-1)
     chosen = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)

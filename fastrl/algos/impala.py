@@ -3,6 +3,8 @@
 Policy gradient with the V-trace advantages ρ_s (r_s + γ_s v_{s+1} − V(x_s)), value regression
 to the V-trace targets v_s, entropy bonus. The behaviour log-probs μ are those the actor wrote
 into the slots with the parameters it had then; the target π is the learner's current policy.
+A step truncated by a time limit bootstraps from the learner's value of the episode's final
+observation (``fastrl.algos.time_limits``); a terminated one does not.
 V-trace runs as the numba kernel on a CPU learner and in torch on a GPU one (same math,
 tested against the numpy reference).
 
@@ -26,6 +28,7 @@ import torch.nn.functional as F
 
 from csrc_free_kernels.vtrace import vtrace
 from fastrl.algos.a2c import LossStats, forward_storage
+from fastrl.algos.time_limits import final_values
 from fastrl.algos.vtrace import vtrace_torch
 from fastrl.config import AlgoConfig
 
@@ -37,7 +40,8 @@ def impala_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: Al
     logits, values = forward_storage(model, obs)
     log_probs = F.log_softmax(logits[:, :steps], dim=-1)
     chosen = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-    vs, advantages = _vtrace(storage, chosen.detach(), values.detach(), algo, device)
+    ends = final_values(model, storage, device)  # V of truncated episodes' final observations, same θ
+    vs, advantages = _vtrace(storage, chosen.detach(), values.detach(), ends, algo, device)
     policy_loss = -(advantages * chosen).mean()
     value_loss = (vs - values[:, :steps]).pow(2).mean()
     entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
@@ -45,13 +49,15 @@ def impala_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: Al
     return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())
 
 
-def _vtrace(storage, target_logp: torch.Tensor, values: torch.Tensor, algo: AlgoConfig, device: torch.device):
+def _vtrace(storage, target_logp: torch.Tensor, values: torch.Tensor, ends: np.ndarray, algo: AlgoConfig,
+            device: torch.device):
     """(v_s, advantages) as tensors on ``device``; numba on the CPU, torch elsewhere."""
     steps = target_logp.shape[1]
     behaviour, rewards, dones = (storage[k][:, :steps] for k in ("logp", "reward", "done"))
     args = (algo.gamma, algo.rho_bar, algo.c_bar, algo.vtrace_lambda)
     if device.type == "cpu":
-        vs, advantages = vtrace(behaviour, target_logp.float().numpy(), rewards, dones, values.float().numpy(), *args)
+        vs, advantages = vtrace(behaviour, target_logp.float().numpy(), rewards, dones, values.float().numpy(), *args,
+                                final_values=ends)
         return torch.from_numpy(vs), torch.from_numpy(advantages)
     to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
-    return vtrace_torch(to(behaviour), target_logp, to(rewards), to(dones), values, *args)
+    return vtrace_torch(to(behaviour), target_logp, to(rewards), to(dones), values, *args, final_values=to(ends))

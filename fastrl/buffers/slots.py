@@ -10,8 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from csrc_free_kernels.step_end import TRUNCATED
+
 # name -> dtype; obs takes the env's own dtype. u is float64 so inverse-CDF sampling
-# resolves probabilities far below float32's resolution.
+# resolves probabilities far below float32's resolution. done holds how step t ended
+# (csrc_free_kernels.step_end: continues, terminated, truncated by a time limit).
 STEP_FIELDS = {
     "action": "int64",
     "reward": "float32",
@@ -23,6 +26,14 @@ STEP_FIELDS = {
 }
 
 
+# Observation-shaped fields. final_obs[t] is written only at a TRUNCATED step t: the episode's
+# final observation, which the reset overwrites in obs[t + 1] and the learner needs to bootstrap
+# the cut return from its value. Keeping the observation (not the actor's value of it) costs one
+# more obs-sized array, but no change to the executor/actor protocol, and the learner values it
+# with the very parameters it values row T with (which in hts PPO and IMPALA are not the actor's).
+OBS_FIELDS = ("obs", "final_obs")
+
+
 @dataclass(frozen=True)
 class SlotShape:
     slots: int
@@ -32,7 +43,7 @@ class SlotShape:
 
     def arrays(self) -> list[tuple[str, tuple[int, ...], str]]:
         rows = (self.slots, self.steps + 1)
-        return [("obs", rows + tuple(self.obs_shape), self.obs_dtype)] + [
+        return [(name, rows + tuple(self.obs_shape), self.obs_dtype) for name in OBS_FIELDS] + [
             (name, rows, dtype) for name, dtype in STEP_FIELDS.items()
         ]
 
@@ -41,7 +52,7 @@ class TrajectorySlots:
     def __init__(self, arrays: dict[str, np.ndarray], shape: SlotShape):
         self.shape = shape
         self.steps = shape.steps
-        self.fields = {name: arrays[name] for name in ["obs", *STEP_FIELDS]}
+        self.fields = {name: arrays[name] for name in [*OBS_FIELDS, *STEP_FIELDS]}
         n_rows = shape.slots * (shape.steps + 1)
         # Flat [rows, ...] views of the same memory: one fancy-index gathers a whole batch.
         self.rows = {name: a.reshape((n_rows,) + a.shape[2:]) for name, a in self.fields.items()}
@@ -50,9 +61,17 @@ class TrajectorySlots:
         return slot * (self.steps + 1) + t
 
     def gather(self, slots: list[int]) -> dict[str, np.ndarray]:
-        """``[len(slots), T + 1, ...]`` copies of any slots (async batches are not contiguous)."""
+        """``[len(slots), T + 1, ...]`` copies of any slots (async batches are not contiguous).
+
+        ``final_obs`` is copied only at truncated steps, the only rows anyone reads: copying all
+        of it would double the gather's cost for a few rows per batch (the zeros are not touched)."""
         index = np.asarray(slots, np.int64)
-        return {name: np.take(a, index, axis=0) for name, a in self.fields.items()}
+        batch = {name: np.take(a, index, axis=0) for name, a in self.fields.items() if name != "final_obs"}
+        final_obs = self.fields["final_obs"]
+        batch["final_obs"] = np.zeros((len(index),) + final_obs.shape[1:], final_obs.dtype)
+        where = np.nonzero(batch["done"] == TRUNCATED)
+        batch["final_obs"][where] = final_obs[index[where[0]], where[1]]
+        return batch
 
     def storage(self, first_slot: int, count: int) -> dict[str, np.ndarray]:
         """Views ``[count, T + 1, ...]`` of consecutive slots (no copy)."""

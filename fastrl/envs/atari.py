@@ -25,8 +25,10 @@ Episodic life (``episodic_life``): losing a life ends the return for learning (`
 not the game (``episode_over`` stays False, the executor does not reset); as after a reset,
 FIRE is pressed (if the game needs it) and the stack restarts from the new frame.
 Truncation: after ``max_episode_frames`` emulator frames since the reset (no-ops and FIRE
-included), ``done`` and ``episode_over`` are both True. ``frames_per_step`` (= frame_skip)
-does not count the frames of no-ops and FIRE presses.
+included), ``episode_over`` is True and ``done`` is ``TRUNCATED`` (a time limit: the learner
+bootstraps from the value of the final observation), unless the game ended or a life was lost
+(under episodic life) at that same step, which is a ``TERMINATED`` end. ``frames_per_step``
+(= frame_skip) does not count the frames of no-ops and FIRE presses.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ import re
 import numpy as np
 
 from csrc_free_kernels.frames import make_resize_plan, stack_fill_kernel
+from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.config import AtariConfig
 from fastrl.envs.atari_screen import StepScreens
 
@@ -235,7 +238,7 @@ class AtariEnv:
         self._screens.push(out, out)
         stack_fill_kernel(out)
 
-    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, bool, bool]:
+    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
         if not 0 <= action < self.n_actions:
             raise ValueError(f"{self.env_id}: action {action} outside 0..{self.n_actions - 1}")
         raw, over = self._repeat(self._actions[action])
@@ -250,8 +253,9 @@ class AtariEnv:
         self._screens.push(prev, out)
         if restart:
             stack_fill_kernel(out)
-        episode_over = over or self._frames >= self.config.max_episode_frames
-        done = episode_over or restart
+        truncated = self._frames >= self.config.max_episode_frames
+        episode_over = over or truncated
+        done = TERMINATED if over or restart else (TRUNCATED if truncated else CONTINUES)
         reward = float((raw > 0) - (raw < 0)) if self.config.clip_rewards else float(raw)
         return reward, float(raw), done, episode_over
 

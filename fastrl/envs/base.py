@@ -19,14 +19,16 @@ class EnvAdapter(Protocol):
     def reset(self, seed: int, out: np.ndarray) -> None:
         """Start a new episode seeded with ``seed`` and write its first observation into ``out``."""
 
-    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, bool, bool]:
+    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
         """Apply ``action``; ``prev`` holds the current observation (frame stacks shift from it),
         the next one is written into ``out``.
 
         Returns ``(reward, raw_reward, done, episode_over)``: ``reward`` is what the learner sees
-        (clipped for Atari), ``raw_reward`` what the score counts; ``done`` ends the return for
-        learning (terminal, truncation, or a lost life with episodic life); ``episode_over`` means
-        the executor must call ``reset`` (game over or truncation).
+        (clipped for Atari), ``raw_reward`` what the score counts; ``done`` is how the step ended
+        for learning, a code of ``csrc_free_kernels.step_end``: ``CONTINUES`` (0), ``TERMINATED``
+        (a terminal state, or a lost life with episodic life: the return ends) or ``TRUNCATED`` (a
+        time limit: the return bootstraps from the value of ``out``, the final observation);
+        ``episode_over`` means the executor must call ``reset`` (game over or truncation).
         """
 
     def close(self) -> None:

@@ -14,6 +14,8 @@ import pickle
 import gymnasium as gym
 import numpy as np
 
+from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
+
 log = logging.getLogger(__name__)
 
 
@@ -117,12 +119,13 @@ class GymEnv:
         obs, _ = self.env.reset(seed=seed)
         self._write(obs, out)
 
-    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, bool, bool]:
+    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
         obs, reward, terminated, truncated, _ = self.env.step(action + self.action_start)
         self._write(obs, out)
         reward = self._reward(reward)
-        over = bool(terminated or truncated)
-        return reward, reward, over, over
+        if terminated or truncated:  # a terminal state wins over a time limit reached at the same step
+            return reward, reward, TERMINATED if terminated else TRUNCATED, True
+        return reward, reward, CONTINUES, False
 
     def get_state(self) -> bytes:
         """The whole env pickled (wrappers, time limit, RNG); raises if the env cannot be pickled."""

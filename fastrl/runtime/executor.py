@@ -13,6 +13,11 @@ returns what its spaces forbid ends the run with an ``EnvError`` naming all of i
 ``env.on_error = "reset"``, is reset: the failed step is marked done with reward 0 (no
 bootstrap across it), the partial episode is dropped and the error counted.
 
+Time limits: a step the env ends by truncation (``done`` = ``TRUNCATED``) also copies its
+final observation into the slot's ``final_obs`` row before the reset overwrites it, so the
+learner can bootstrap the cut return; that copy happens once per truncated episode, never on
+the common path.
+
 ``async`` (IMPALA): there is one "go" at the start and no barrier. An env that filled its slot
 pushes the slot's index onto the full queue and takes any free slot (its last observation, kept
 aside, becomes the new slot's row 0); an env finding no free slot waits, the others go on.
@@ -32,6 +37,7 @@ from queue import Empty
 
 import numpy as np
 
+from csrc_free_kernels.step_end import TERMINATED, TRUNCATED
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Activity, Clock, Phase
 from fastrl.checkpoint import CheckpointStore, read_env_states, write_env_states
@@ -76,6 +82,7 @@ class Executor:
         rows = buffers.slots.rows
         self.obs, self.action, self.reward = rows["obs"], rows["action"], rows["reward"]
         self.done, self.u = rows["done"], rows["u"]
+        self.final_obs = rows["final_obs"]  # written only at truncations (see fastrl.buffers.slots)
         self.worker = WorkerIds(engine.executors, engine.actors, engine.learners).executor(index)
         self.name = f"executor-{index}"
         self.control = buffers.control
@@ -260,7 +267,7 @@ class Executor:
             time.sleep(random.random() * self.step_delay_s)  # testing: timing noise, not seeded on purpose
         if result is None:  # the env failed and was reset into row + 1: no bootstrap across the failure
             self.reward[row] = 0.0
-            self.done[row] = 1
+            self.done[row] = TERMINATED
         else:
             reward, raw, done, over = result
             self.reward[row] = reward
@@ -268,6 +275,8 @@ class Executor:
             self.episode_return[i] += raw
             self.episode_length[i] += 1
             if over:
+                if done == TRUNCATED:  # the reset overwrites the final observation; the learner values it
+                    self.final_obs[row] = self.obs[row + 1]
                 episodes.append((self.env_list[i], self.episode_return[i], self.episode_length[i]))
                 self.episode_return[i] = 0.0
                 self.episode_length[i] = 0

@@ -32,6 +32,7 @@ from csrc_free_kernels.gae import gae
 from fastrl.algos.a2c import a2c_loss, forward_storage, make_optimizer
 from fastrl.algos.impala import impala_loss
 from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
+from fastrl.algos.time_limits import final_values
 from fastrl.buffers.control import Stat
 from fastrl.models.normalizer import observe_observations
 from fastrl.runtime.faults import NonFiniteError
@@ -215,7 +216,8 @@ class PPO(UpdateRule):
         obs = torch.from_numpy(storage["obs"]).to(learner.device)
         _, values = forward_storage(self.trainee, obs)
         advantages = gae(storage["reward"][:, :steps], storage["done"][:, :steps],
-                         values.float().cpu().numpy(), algo.gamma, algo.gae_lambda)
+                         values.float().cpu().numpy(), algo.gamma, algo.gae_lambda,
+                         final_values=final_values(self.trainee, storage, learner.device))  # time limits
         advantages = torch.from_numpy(advantages).to(learner.device)
         values = values[:, :steps]
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
