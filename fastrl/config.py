@@ -105,8 +105,9 @@ class EngineConfig:
         2, "an executor announces its envs in this many groups, so stepping one overlaps inference of another", min=1
     )
     micro_batch: int = _f(
-        8,
-        "actor forward micro-batch; a fixed size (a multiple of 8) keeps results batch-invariant; make it the "
+        16,
+        "actor forward micro-batch; a fixed size keeps results batch-invariant: 16 or more holds on every CPU "
+        "measured, 8 holds for the CNNs but not for the MLP on AVX-512 Xeons (models/microbatch.py); make it the "
         "envs one actor forwards at once (8: Pong's 16 envs on 2 executors with inline actors, README 'Tuning')",
         min=8,
         max=1 << 16,
@@ -153,6 +154,10 @@ class AlgoConfig:
     value_clip: float = _f(0.0, "ppo: clip range of the value change around the pre-update value (0 disables)", min=0.0)
     gae_lambda: float = _f(0.95, "ppo: GAE lambda (1 gives n-step returns minus V)", min=0.0, max=1.0)
     normalize_advantages: bool = _f(True, "ppo: standardize advantages per minibatch")
+    normalize_returns: bool = _f(
+        False, "ppo: the value head predicts returns in units of their running mean and std (sample-factory's "
+        "normalize_returns); the value loss and value clip are measured in those units; built-in models only",
+    )
     batch_slots: int = _f(
         32, "impala: full trajectory slots per learner batch; the run allocates engine.envs + 2 x this slots, "
         "so envs rarely wait for a free slot while the learner holds one batch and the next fills", min=1, max=1 << 16,
@@ -470,6 +475,8 @@ def validate(config: Config) -> None:
         raise ConfigError(f"engine.mode = 'async' learns with algo.name = 'impala' (V-trace corrects its lag), not {name!r}")
     if name == "impala" and engine.mode != "async":
         raise ConfigError(f"algo.name = 'impala' needs engine.mode = 'async' (got {engine.mode!r}); use 'a2c' or 'ppo'")
+    if config.algo.normalize_returns and name != "ppo":
+        raise ConfigError(f"algo.normalize_returns = true is implemented for algo.name = 'ppo', not {name!r}")
     if config.algo.name == "ppo" and config.algo.minibatches > engine.envs * engine.rollout:
         raise ConfigError(
             f"algo.minibatches = {config.algo.minibatches} is more than the {engine.envs * engine.rollout} steps "

@@ -170,7 +170,8 @@ def _policy(config: Config, state_dict: dict, path: Path):
         with torch.random.fork_rng(devices=[]):  # initialisation draws: leave the caller's RNG alone
             model = build_model(model_config.name, info.obs_shape, np.dtype(info.obs_dtype), info.n_actions,
                                 model_config.hidden, model_config.kwargs,
-                                model_config.precision, model_config.normalize_obs)
+                                model_config.precision, model_config.normalize_obs,
+                                normalize_value=config.algo.normalize_returns)
     except ValueError as exc:  # an env id or model that no longer resolves here
         raise ConfigError(f"checkpoint {str(path)!r}: {exc}") from None
     try:

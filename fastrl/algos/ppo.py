@@ -35,8 +35,12 @@ class PPOStats:
 
 
 def ppo_loss(model: torch.nn.Module, batch: PPOBatch, clip: float, value_clip: float, value_coef: float,
-             entropy_coef: float, normalize_advantages: bool = True) -> tuple[torch.Tensor, PPOStats]:
-    """Clipped surrogate + (optionally clipped) value loss - entropy bonus; ``value_clip`` 0 disables it."""
+             entropy_coef: float, normalize_advantages: bool = True,
+             value_scale: float = 1.0) -> tuple[torch.Tensor, PPOStats]:
+    """Clipped surrogate + (optionally clipped) value loss - entropy bonus; ``value_clip`` 0 disables it.
+
+    ``value_scale``: the running std of the returns when the model normalises them; value errors
+    and the value clip range are measured in units of it (1: in returns)."""
     logits, values = model(batch.obs)
     log_probs = F.log_softmax(logits, dim=-1)
     logp = log_probs.gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
@@ -47,10 +51,11 @@ def ppo_loss(model: torch.nn.Module, batch: PPOBatch, clip: float, value_clip: f
     ratio = log_ratio.exp()
     surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
     policy_loss = -surrogate.mean()
-    value_error = (values - batch.returns).pow(2)
+    value_error = ((values - batch.returns) / value_scale).pow(2)
     if value_clip > 0:
-        clipped = batch.old_values + (values - batch.old_values).clamp(-value_clip, value_clip)
-        value_error = torch.max(value_error, (clipped - batch.returns).pow(2))
+        reach = value_clip * value_scale
+        clipped = batch.old_values + (values - batch.old_values).clamp(-reach, reach)
+        value_error = torch.max(value_error, ((clipped - batch.returns) / value_scale).pow(2))
     value_loss = 0.5 * value_error.mean()
     entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from fastrl.models.mlp import check_policy_args, init_orthogonal, obs_to_float
-from fastrl.models.normalizer import ObsNormalizer
+from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer
 
 _RELU_GAIN = math.sqrt(2)
 
@@ -50,11 +50,12 @@ class _ImagePolicy(nn.Module):
     """``features`` (convolutions) -> flatten -> FC ``fc_size`` + ReLU -> policy and value heads."""
 
     def __init__(self, obs_shape: tuple[int, ...], n_actions: int, features: nn.Module, fc_size: int,
-                 normalize_obs: bool = False):
+                 normalize_obs: bool = False, normalize_value: bool = False):
         super().__init__()
         self.obs_shape = obs_shape
         self.n_actions = n_actions
         self.obs_normalizer = ObsNormalizer(obs_shape) if normalize_obs else None
+        self.value_normalizer = ValueNormalizer() if normalize_value else None
         flat = _flat_size(type(self).__name__, features, obs_shape)
         self.body = nn.Sequential(
             features,
@@ -81,7 +82,10 @@ class _ImagePolicy(nn.Module):
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             h = self.body(x)
         h = h.float()
-        return self.policy_head(h), self.value_head(h).squeeze(-1)
+        value = self.value_head(h).squeeze(-1)
+        if self.value_normalizer is not None:
+            value = self.value_normalizer(value)
+        return self.policy_head(h), value
 
 
 def _conv_stack(in_channels: int, specs: Sequence[tuple[int, int, int]]) -> nn.Sequential:
@@ -98,10 +102,11 @@ class NatureCNN(_ImagePolicy):
     """Mnih et al. 2015 (PAAC's ``arch_nature``): conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1,
     FC 512, ReLU after each. Orthogonal init (gain sqrt(2); heads 0.01 and 1.0)."""
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False):
+    def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False,
+                 normalize_value: bool = False):
         shape = _check_image_shape("NatureCNN", obs_shape, n_actions)
         features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (64, 3, 1)])
-        super().__init__(shape, n_actions, features, 512, normalize_obs)
+        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value)
 
 
 class ShallowCNN(_ImagePolicy):
@@ -113,10 +118,11 @@ class ShallowCNN(_ImagePolicy):
     parameters and ~20% fewer multiply-accumulates. Same initialisation as ``NatureCNN``.
     """
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False):
+    def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False,
+                 normalize_value: bool = False):
         shape = _check_image_shape("ShallowCNN", obs_shape, n_actions)
         features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (32, 3, 1)])
-        super().__init__(shape, n_actions, features, 512, normalize_obs)
+        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value)
 
 
 class _ResidualBlock(nn.Module):
@@ -143,7 +149,7 @@ class ImpalaResNet(_ImagePolicy):
     """
 
     def __init__(self, obs_shape: Sequence[int], n_actions: int, channels: Sequence[int] = (16, 32, 32),
-                 normalize_obs: bool = False):
+                 normalize_obs: bool = False, normalize_value: bool = False):
         shape = _check_image_shape("ImpalaResNet", obs_shape, n_actions)
         try:
             chans = [int(c) for c in channels]
@@ -162,5 +168,5 @@ class ImpalaResNet(_ImagePolicy):
             ]
             in_channels = out_channels
         layers.append(nn.ReLU(inplace=True))
-        super().__init__(shape, n_actions, nn.Sequential(*layers), 256, normalize_obs)
+        super().__init__(shape, n_actions, nn.Sequential(*layers), 256, normalize_obs, normalize_value)
         self.channels = tuple(chans)

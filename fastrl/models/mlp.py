@@ -53,13 +53,14 @@ class MLPPolicy(nn.Module):
     """
 
     def __init__(self, obs_shape: Sequence[int], n_actions: int, hidden: Sequence[int] = (64, 64),
-                 normalize_obs: bool = False):
+                 normalize_obs: bool = False, normalize_value: bool = False):
         super().__init__()
         self.obs_shape = check_policy_args("MLPPolicy", obs_shape, n_actions)
         self.n_actions = n_actions
-        from fastrl.models.normalizer import ObsNormalizer  # it imports obs_to_float from here
+        from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer  # it imports obs_to_float from here
 
         self.obs_normalizer = ObsNormalizer(self.obs_shape) if normalize_obs else None
+        self.value_normalizer = ValueNormalizer() if normalize_value else None
         try:
             sizes = [int(h) for h in hidden]
         except (TypeError, ValueError):
@@ -81,4 +82,7 @@ class MLPPolicy(nn.Module):
         if self.obs_normalizer is not None:
             x = self.obs_normalizer(x)
         h = self.trunk(x.reshape(x.shape[0], -1))
-        return self.policy_head(h), self.value_head(h).squeeze(-1)
+        value = self.value_head(h).squeeze(-1)
+        if self.value_normalizer is not None:
+            value = self.value_normalizer(value)
+        return self.policy_head(h), value

@@ -1,4 +1,4 @@
-"""Running observation normalisation: per element, (x − mean) / std, clipped to ±5.
+"""Running normalisation of observations (per element, (x − mean) / std, clipped to ±5) and of returns.
 
 sample-factory's Atari defaults normalise inputs this way (rl_games' RunningMeanStd), and it
 is their main difference from CleanRL's PPO, which reaches the same Pong score with several
@@ -19,17 +19,19 @@ import torch
 from torch import Tensor, nn
 
 
-class ObsNormalizer(nn.Module):
-    def __init__(self, shape: Sequence[int], clip: float = 5.0, eps: float = 1e-5):
+class RunningMeanStd(nn.Module):
+    """Running per-element mean and variance (float32 buffers), merged a batch at a time."""
+
+    def __init__(self, shape: Sequence[int], eps: float = 1e-5):
         super().__init__()
-        self.clip, self.eps = clip, eps
-        # the prior of one observation with mean 0 and variance 1, as in rl_games / sample-factory
+        self.eps = eps
+        # the prior of one sample with mean 0 and variance 1, as in rl_games / sample-factory
         self.register_buffer("mean", torch.zeros(tuple(shape)))
         self.register_buffer("var", torch.ones(tuple(shape)))
-        self.register_buffer("count", torch.ones(1))
+        self.register_buffer("count", torch.ones(()))
 
-    def forward(self, x: Tensor) -> Tensor:
-        return ((x - self.mean) * torch.rsqrt(self.var + self.eps)).clamp_(-self.clip, self.clip)
+    def std(self) -> Tensor:
+        return torch.sqrt(self.var + self.eps)
 
     @torch.no_grad()
     def observe(self, x: Tensor) -> None:
@@ -45,6 +47,30 @@ class ObsNormalizer(nn.Module):
         self.count.copy_(total)
 
 
+class ObsNormalizer(RunningMeanStd):
+    """Observations in, ``(x − mean) / std`` clipped to ±``clip`` out."""
+
+    def __init__(self, shape: Sequence[int], clip: float = 5.0, eps: float = 1e-5):
+        super().__init__(shape, eps)
+        self.clip = clip
+
+    def forward(self, x: Tensor) -> Tensor:
+        return ((x - self.mean) * torch.rsqrt(self.var + self.eps)).clamp_(-self.clip, self.clip)
+
+
+class ValueNormalizer(RunningMeanStd):
+    """``algo.normalize_returns`` (sample-factory's normalize_returns): the value head predicts the return
+    in units of the running return statistics; ``forward`` turns that back into a return, so everything
+    that reads a value (GAE, the actors' slots, eval) sees returns, and only the loss measures the value
+    error in normalised units (``ppo_loss``'s ``value_scale``)."""
+
+    def __init__(self, eps: float = 1e-5):
+        super().__init__((), eps)
+
+    def forward(self, normalized: Tensor) -> Tensor:
+        return normalized * self.std() + self.mean
+
+
 def observe_observations(model: nn.Module, obs: Tensor) -> None:
     """Update ``model``'s observation statistics with ``obs`` ``[B, *shape]`` (env dtype), if it keeps any."""
     normalizer = getattr(model, "obs_normalizer", None)
@@ -52,3 +78,12 @@ def observe_observations(model: nn.Module, obs: Tensor) -> None:
         from fastrl.models.mlp import obs_to_float
 
         normalizer.observe(obs_to_float(obs))
+
+
+def observe_returns(model: nn.Module, returns: Tensor) -> float:
+    """Update ``model``'s return statistics with ``returns`` ``[B]``; the scale the value loss divides by (1 without)."""
+    normalizer = getattr(model, "value_normalizer", None)
+    if normalizer is None:
+        return 1.0
+    normalizer.observe(returns.float())
+    return float(normalizer.std())

@@ -55,6 +55,7 @@ def build_model(
     precision: str = "fp32",
     normalize_obs: bool = False,
     device: torch.device | str = "cpu",
+    normalize_value: bool = False,
 ) -> nn.Module:
     """The policy called ``name`` for observations of ``obs_shape``/``obs_dtype`` and
     ``n_actions`` discrete actions.
@@ -67,7 +68,8 @@ def build_model(
     ``set_precision``: the built-in CNNs) or ``"auto"`` (bf16 where the model has it and it pays on
     ``device``, see ``fastrl.models.precision``).
     ``normalize_obs``: the built-in models keep running observation statistics
-    (``fastrl.models.normalizer``); a custom model normalises its own inputs.
+    (``fastrl.models.normalizer``); a custom model normalises its own inputs. ``normalize_value``:
+    their value head predicts returns in units of running return statistics (``algo.normalize_returns``).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string ({_allowed()}), got {name!r}")
@@ -79,7 +81,7 @@ def build_model(
     if kwargs is not None and not isinstance(kwargs, dict):
         raise ValueError(f"model {name!r}: kwargs must be a dict, got {type(kwargs).__name__}")
     kw = dict(kwargs or {})
-    builtin_kw = {"normalize_obs": True} if normalize_obs else {}
+    builtin_kw = {key: True for key, on in (("normalize_obs", normalize_obs), ("normalize_value", normalize_value)) if on}
 
     resolved = name
     if name == "auto":
@@ -87,6 +89,9 @@ def build_model(
     if resolved == "mlp":
         model = _build_builtin(name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw, **builtin_kw},
                                "hidden")
+    elif builtin_kw and resolved not in _IMAGE_MODELS:
+        raise ValueError(f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'nature', "
+                         f"'shallow' and 'impala'; model {name!r} must normalise its own observations and values")
     elif resolved == "random":
         model = UniformPolicy(shape, n_actions)
     elif resolved in _IMAGE_MODELS:
@@ -94,9 +99,6 @@ def build_model(
             raise ValueError(f"model {name!r} is an image model and needs a 3-D observation [C, H, W]; "
                              f"got obs_shape {shape}; use 'mlp' or 'auto' for flat observations")
         model = _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, {**kw, **builtin_kw}, None)
-    elif normalize_obs:
-        raise ValueError(f"model.normalize_obs = true is for the built-in models; model {name!r} "
-                         "must normalise its own observations")
     elif name in _registered:
         model = _call_factory(name, _registered[name], shape, n_actions, kw)
     elif ":" in name:

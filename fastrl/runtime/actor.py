@@ -39,7 +39,8 @@ def resolve_device(name: str) -> torch.device:
 def build_policy(spec: RunSpec) -> torch.nn.Module:
     info, model = spec.env_info, spec.config.model
     return build_model(model.name, info.obs_shape, np.dtype(info.obs_dtype), info.n_actions, model.hidden, model.kwargs,
-                       model.precision, model.normalize_obs, resolve_device(spec.config.engine.device))
+                       model.precision, model.normalize_obs, resolve_device(spec.config.engine.device),
+                       spec.config.algo.normalize_returns)
 
 
 class Actor:

@@ -34,7 +34,7 @@ from fastrl.algos.impala import impala_loss
 from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.algos.time_limits import final_values
 from fastrl.buffers.control import Stat
-from fastrl.models.normalizer import observe_observations
+from fastrl.models.normalizer import observe_observations, observe_returns
 from fastrl.runtime.faults import NonFiniteError
 
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
@@ -187,6 +187,7 @@ class PPO(UpdateRule):
         """``algo.epochs`` passes of minibatch steps on the trainee; returns the last gradient norm."""
         learner, algo, net = self.learner, self.learner.algo, self.trainee
         data = self._flatten(storage)
+        value_scale = observe_returns(net, data.returns)  # algo.normalize_returns (1.0 without)
         count = data.actions.shape[0]
         rng = np.random.default_rng([learner.spec.config.run.seed, PPO_STREAM, rollout])  # never from timing
         totals, drift, norm, steps = np.zeros(3), np.zeros(2), 0.0, 0
@@ -196,7 +197,7 @@ class PPO(UpdateRule):
                 batch = PPOBatch(*(getattr(data, f)[index] for f in PPOBatch.__dataclass_fields__))
                 net.zero_grad(set_to_none=True)
                 loss, stats = ppo_loss(net, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
-                                       algo.normalize_advantages)
+                                       algo.normalize_advantages, value_scale)
                 terms = (stats.policy_loss, stats.value_loss, stats.entropy)
                 self._check_finite(rollout, *terms)
                 loss.backward()
