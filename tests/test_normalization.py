@@ -96,3 +96,20 @@ def test_normalised_runs_are_deterministic_and_keep_their_statistics(tmp_path):
     assert state["value_normalizer.count"].item() == 1 + learned
     policy = fastrl.load_policy(tmp_path / "one")
     assert torch.equal(policy.obs_normalizer.mean, state["obs_normalizer.mean"])
+
+
+def test_an_update_moves_the_statistics_by_a_fixed_pick_of_at_most_256_rows():
+    from fastrl.models.normalizer import observed_rows
+
+    rows = np.arange(1024)
+    assert rows[observed_rows(1024)].tolist() == list(range(0, 1024, 4))
+    assert rows[:40][observed_rows(40)].tolist() == list(range(40))
+    assert len(rows[:257][observed_rows(257)]) == 129
+
+
+def test_uint8_frames_are_scaled_and_standardised_in_one_pass():
+    norm = ObsNormalizer((2, 3, 3))
+    norm.observe(torch.rand(500, 2, 3, 3))
+    frames = torch.randint(0, 256, (4, 2, 3, 3), dtype=torch.uint8)
+    expected = ((frames.float() / 255 - norm.mean) / torch.sqrt(norm.var + norm.eps)).clamp(-5, 5)
+    torch.testing.assert_close(norm(frames), expected)

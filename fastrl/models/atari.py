@@ -76,9 +76,8 @@ class _ImagePolicy(nn.Module):
         self.bf16 = precision == "bf16"
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        x = obs_to_float(obs.contiguous(memory_format=torch.channels_last))
-        if self.obs_normalizer is not None:
-            x = self.obs_normalizer(x)
+        obs = obs.contiguous(memory_format=torch.channels_last)
+        x = obs_to_float(obs) if self.obs_normalizer is None else self.obs_normalizer(obs)
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             h = self.body(x)
         h = h.float()

@@ -78,9 +78,7 @@ class MLPPolicy(nn.Module):
         self.value_head = init_orthogonal(nn.Linear(width, 1), 1.0)
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        x = obs_to_float(obs)
-        if self.obs_normalizer is not None:
-            x = self.obs_normalizer(x)
+        x = obs_to_float(obs) if self.obs_normalizer is None else self.obs_normalizer(obs)
         h = self.trunk(x.reshape(x.shape[0], -1))
         value = self.value_head(h).squeeze(-1)
         if self.value_normalizer is not None:

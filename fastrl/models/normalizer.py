@@ -54,8 +54,13 @@ class ObsNormalizer(RunningMeanStd):
         super().__init__(shape, eps)
         self.clip = clip
 
-    def forward(self, x: Tensor) -> Tensor:
-        return ((x - self.mean) * torch.rsqrt(self.var + self.eps)).clamp_(-self.clip, self.clip)
+    def forward(self, obs: Tensor) -> Tensor:
+        """``obs`` in its env dtype; uint8 frames are scaled by 1/255 in the same pass (one multiply-add
+        per element instead of a scale, a subtraction and a multiplication)."""
+        inv_std = torch.rsqrt(self.var + self.eps)
+        x = obs.float()
+        scale = inv_std / 255.0 if obs.dtype == torch.uint8 else inv_std
+        return torch.addcmul(-self.mean * inv_std, x, scale).clamp_(-self.clip, self.clip)
 
 
 class ValueNormalizer(RunningMeanStd):
@@ -69,6 +74,16 @@ class ValueNormalizer(RunningMeanStd):
 
     def forward(self, normalized: Tensor) -> Tensor:
         return normalized * self.std() + self.mean
+
+
+OBSERVED_ROWS = 256  # at most this many rows of an update move the observation statistics
+
+
+def observed_rows(count: int) -> slice:
+    """Every k-th row, at most ``OBSERVED_ROWS`` of ``count``: a fixed pick (never from timing). The moments
+    of all 1024 Pong frames of an update took a fifth of the learner's time; running statistics over
+    many updates do not need every row."""
+    return slice(None, None, -(-count // OBSERVED_ROWS))
 
 
 def observe_observations(model: nn.Module, obs: Tensor) -> None:

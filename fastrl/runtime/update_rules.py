@@ -34,7 +34,7 @@ from fastrl.algos.impala import impala_loss
 from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.algos.time_limits import final_values
 from fastrl.buffers.control import Stat
-from fastrl.models.normalizer import observe_observations, observe_returns
+from fastrl.models.normalizer import observe_observations, observe_returns, observed_rows
 from fastrl.runtime.faults import NonFiniteError
 
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
@@ -64,7 +64,8 @@ class UpdateRule:
         if getattr(net, "obs_normalizer", None) is None:
             return
         obs = storage["obs"][:, : storage["action"].shape[1] - 1]
-        observe_observations(net, torch.from_numpy(obs.reshape(-1, *obs.shape[2:])).to(self.learner.device))
+        rows = obs.reshape(-1, *obs.shape[2:])[observed_rows(obs.shape[0] * obs.shape[1])]
+        observe_observations(net, torch.from_numpy(rows).to(self.learner.device))
 
     def _record(self, policy_loss: float, value_loss: float, entropy: float) -> None:
         stats = self.learner.stats
