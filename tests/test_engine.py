@@ -103,9 +103,9 @@ def test_collect_only_with_a_random_policy_stops_on_time(tmp_path):
 def test_pong_trains_in_processes(tmp_path):
     summary = fastrl.train(
         None,
-        ["engine.envs=4", "engine.executors=2", "engine.actors=1", "run.total_frames=1600", "run.progress=false",
-         f"run.dir='{tmp_path}'"],
+        ["engine.envs=4", "engine.executors=2", "engine.actors=1", "run.total_frames=2048", "run.progress=false",
+         f"run.dir='{tmp_path}'"],  # the default job: two rollouts of 4 envs x 64 steps x frame skip 4
         run_dir=tmp_path / "pong",
     )
-    assert summary["status"] == "complete" and summary["frames"] == 1600 and summary["env_id"] == "PongNoFrameskip-v4"
+    assert summary["status"] == "complete" and summary["frames"] == 2048 and summary["env_id"] == "PongNoFrameskip-v4"
     assert load_checkpoint(tmp_path / "pong")["updates"] > 0

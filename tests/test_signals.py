@@ -14,10 +14,11 @@ from fastrl.checkpoint import load_checkpoint
 from tests.conftest import assert_cleaned_up, cartpole, pid_alive, wait_for_pids
 
 ROOT = Path(__file__).parent.parent
-SLOW_CARTPOLE = [  # long enough to be interrupted mid-run
+SLOW_CARTPOLE = [  # the default job on CartPole, long enough to be interrupted mid-run
     "--set", "env.id='CartPole-v1'", "--set", "engine.envs=8", "--set", "engine.rollout=5",
     "--set", "model.name='mlp'", "--set", "run.total_frames=8000", "--set", "engine.step_delay_s=0.004",
     "--set", "run.progress=false",
+    "--set", "engine.micro_batch=16",  # the MLP's batch invariance needs 16 on AVX-512 Xeons (models/microbatch.py)
 ]
 
 
@@ -39,8 +40,10 @@ def _finish(proc: subprocess.Popen, timeout: float = 60) -> str:
 
 
 def _uninterrupted(tmp_path, mode: str) -> dict:
-    config, base = cartpole(tmp_path, "engine.serial=true", "run.total_frames=8000", mode=mode)
-    fastrl.train(config, base, run_dir=tmp_path / "uninterrupted")
+    """The job the CLI runs with SLOW_CARTPOLE (no CONFIG: the default job), in one process, never stopped."""
+    overrides = [arg for arg in SLOW_CARTPOLE if arg != "--set" and not arg.startswith("engine.step_delay_s")]
+    fastrl.train(None, [*overrides, "engine.serial=true", f"engine.mode='{mode}'", f"run.dir='{tmp_path}'"],
+                 run_dir=tmp_path / "uninterrupted")
     return load_checkpoint(tmp_path / "uninterrupted")["model"]
 
 

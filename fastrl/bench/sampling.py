@@ -27,8 +27,8 @@ def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[
     with tempfile.TemporaryDirectory() as workdir:
         extra = ["algo.name='none'", f"run.max_seconds={seconds}", "run.total_frames=1_000_000_000_000",
                  "run.progress=false", f"run.dir='{workdir}'"]
-        if policy == "random":
-            extra.append("model.name='random'")
+        if policy == "random":  # obs-blind: nothing to normalise, and no learner to move statistics
+            extra += ["model.name='random'", "model.normalize_obs=false", "algo.normalize_returns=false"]
         resolved = resolve_layout(fastrl.api.resolve_config(config, [*overrides, *extra]))  # report the numbers
         summary = fastrl.train(resolved)
     frame_skip = resolved.env.atari.frame_skip
