@@ -3,7 +3,8 @@
 ``sync``: θ_{j+1} = epochs(θ_j, D(θ_j)). ``hts``: θ_1 = θ_0 and θ_{j+2} = epochs(θ_{j+1}, D(θ_j)):
 the epochs on D(θ_j) start from the parameters the envs were released with at barrier j and
 their result is published at barrier j+1 (lag exactly 1). Recomputed here from the recorded
-rollouts with plain SGD, the numpy GAE reference and the permutation seeded by (seed, rollout).
+rollouts with plain SGD, the numpy GAE reference (on the values the actors wrote, bootstrapped by
+the epochs' start parameters) and the permutation seeded by (seed, rollout).
 """
 import numpy as np
 import pytest
@@ -25,8 +26,9 @@ def ppo_epochs(theta: dict, data: dict, rollout: int) -> dict:
     net = LinearPolicy((4,), 2)
     net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in theta.items()})
     obs = torch.from_numpy(data["obs"]).float()
-    with torch.no_grad():
-        values = net(obs.reshape(-1, 4))[1].reshape(ENVS, STEPS + 1)
+    with torch.no_grad():  # the actors' values of the rollout, the epochs' start θ's of the row it ends on
+        bootstrap = net(obs[:, STEPS])[1]
+    values = torch.cat([torch.from_numpy(data["value"][:, :STEPS]), bootstrap[:, None]], dim=1)
     adv = torch.from_numpy(gae_reference(data["reward"][:, :STEPS], data["done"][:, :STEPS], values.numpy(), GAMMA, LAM))
     flat = PPOBatch(
         obs=obs[:, :STEPS].reshape(-1, 4), actions=torch.from_numpy(data["action"][:, :STEPS]).reshape(-1),
