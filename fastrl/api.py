@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 
 def resolve_config(config: Config | dict | str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """A validated Config from a Config, a dict of sections, a TOML path, or None (the default job,
-    ``fastrl/default_job.toml``: Pong as ``configs/pong_hts.toml``)."""
+    ``fastrl/default_job.toml``: Pong as ``configs/pong_sync.toml``)."""
     if isinstance(config, Config):
         config = dataclasses.asdict(config)
     if isinstance(config, dict):

@@ -117,7 +117,7 @@ def _config(args: argparse.Namespace) -> int:
     from fastrl.config import DEFAULT_JOB, field_docs
 
     print(f"# the defaults every config starts from; `fastrl train` with no CONFIG runs {DEFAULT_JOB}"
-          " (the same job as configs/pong_hts.toml)")
+          " (the same job as configs/pong_sync.toml)")
     for key, default, doc in field_docs():
         print(f"{key:40s} {default!r:>22}  {doc}")
     return 0

@@ -23,7 +23,7 @@ else:  # Python 3.10: the same parser, from PyPI (a dependency there)
 
 MODES = ("sync", "hts", "async", "gala")
 # The job `fastrl train` runs with no CONFIG (and fastrl.train() with none): a copy of
-# configs/pong_hts.toml shipped in the package (tests/test_config.py keeps the two equal).
+# configs/pong_sync.toml shipped in the package (tests/test_config.py keeps the two equal).
 # The dataclass defaults below are what every config file starts from, not a job of their own.
 DEFAULT_JOB = Path(__file__).with_name("default_job.toml")
 AUTO = "auto"  # engine.executors / actors / inline_actors: chosen for the machine (runtime/process_layout.py)

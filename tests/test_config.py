@@ -31,13 +31,13 @@ def _leaves(config, prefix: str = ""):
             yield f"{prefix}{f.name}", value
 
 
-def test_default_config_is_pong_hts_as_shipped():
-    """`fastrl train` with no config and configs/pong_hts.toml are the same job, every key of it."""
-    shipped = dict(_leaves(load_config(Path(__file__).parent.parent / "configs" / "pong_hts.toml")))
+def test_default_config_is_pong_sync_as_shipped():
+    """`fastrl train` with no config and configs/pong_sync.toml are the same job, every key of it."""
+    shipped = dict(_leaves(load_config(Path(__file__).parent.parent / "configs" / "pong_sync.toml")))
     default = dict(_leaves(resolve_config(None)))
     assert shipped.keys() == default.keys()
     differ = {key: (default[key], shipped[key]) for key in default if default[key] != shipped[key]}
-    assert not differ, f"(built-in default, pong_hts.toml) differ: {differ}"
+    assert not differ, f"(built-in default, pong_sync.toml) differ: {differ}"
 
 
 def test_unknown_key_suggests_the_close_one():

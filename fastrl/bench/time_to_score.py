@@ -162,7 +162,7 @@ def machine_info() -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", help="TOML config (default: the default config, Pong hts)")
+    parser.add_argument("config", nargs="?", help="TOML config (default: the default job, configs/pong_sync.toml)")
     parser.add_argument("--target", type=float, required=True, help="the mean raw score to reach")
     parser.add_argument("--max-minutes", type=float, required=True, help="training time cap, in minutes")
     parser.add_argument("--window", type=int, default=20, help="episodes the mean is taken over (default 20)")
