@@ -2,7 +2,7 @@
 from fastrl.api import load_policy, train
 from fastrl.config import Config, ConfigError, load_config
 from fastrl.evaluate import evaluate
-from fastrl.runtime.faults import RunFailed, RunInterrupted
+from fastrl.process.faults import RunFailed, RunInterrupted
 from fastrl.telemetry.plot import plot_runs
 
 __all__ = ["Config", "ConfigError", "RunFailed", "RunInterrupted", "evaluate", "load_config", "load_policy",

@@ -64,8 +64,8 @@ def train(
     every case the workers are stopped, the shared memory is freed and the last good
     parameters are in ``RUN_DIR/checkpoints/latest.pt``.
     """
-    from fastrl.runtime.supervisor import Supervisor, plan_run
-    from fastrl.runtime.warmup import compile_kernels
+    from fastrl.process.supervisor import Supervisor, plan_run
+    from fastrl.process.warmup import compile_kernels
 
     point = None
     if resume is not None:

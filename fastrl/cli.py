@@ -17,7 +17,7 @@ EXIT_BAD_INPUT = 2
 
 def _train(args: argparse.Namespace) -> int:
     from fastrl.api import train
-    from fastrl.runtime.faults import RunFailed, RunInterrupted
+    from fastrl.process.faults import RunFailed, RunInterrupted
 
     try:
         if args.resume and args.config:

@@ -26,7 +26,7 @@ MODES = ("sync", "hts", "async", "gala")
 # configs/pong_sync.toml shipped in the package (tests/test_config.py keeps the two equal).
 # The dataclass defaults below are what every config file starts from, not a job of their own.
 DEFAULT_JOB = Path(__file__).with_name("default_job.toml")
-AUTO = "auto"  # engine.executors / actors / inline_actors: chosen for the machine (runtime/process_layout.py)
+AUTO = "auto"  # engine.executors / actors / inline_actors: chosen for the machine (process/auto_layout.py)
 INT64_MAX = 2**63 - 1
 
 
@@ -459,7 +459,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 def validate(config: Config) -> None:
     """Checks that involve more than one key."""
     engine = config.engine
-    # keys still 'auto' are checked again once resolved (runtime/process_layout.py), before the run starts
+    # keys still 'auto' are checked again once resolved (process/auto_layout.py), before the run starts
     if engine.executors != AUTO and engine.executors > engine.envs:
         raise ConfigError(f"engine.executors = {engine.executors} is more than engine.envs = {engine.envs}")
     if engine.actors != AUTO and engine.actors > engine.envs:

@@ -162,22 +162,18 @@ def _policy(config: Config, state_dict: dict, path: Path):
     import torch
 
     from fastrl.envs import probe_env
-    from fastrl.models import build_model
+    from fastrl.models.policy import build_policy
 
-    model_config = config.model
     try:
         info = probe_env(config.env)
         with torch.random.fork_rng(devices=[]):  # initialisation draws: leave the caller's RNG alone
-            model = build_model(model_config.name, info.obs_shape, np.dtype(info.obs_dtype), info.n_actions,
-                                model_config.hidden, model_config.kwargs,
-                                model_config.precision, model_config.normalize_obs,
-                                normalize_value=config.algo.normalize_returns)
+            model = build_policy(info, config, device="cpu")  # eval plays on the CPU
     except ValueError as exc:  # an env id or model that no longer resolves here
         raise ConfigError(f"checkpoint {str(path)!r}: {exc}") from None
     try:
         model.load_state_dict(state_dict)
     except RuntimeError as exc:
-        raise ConfigError(f"checkpoint {str(path)!r}: its parameters do not fit model {model_config.name!r}: "
+        raise ConfigError(f"checkpoint {str(path)!r}: its parameters do not fit model {config.model.name!r}: "
                           f"{exc}") from None
     return model.eval(), info
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import fastrl
-import fastrl.runtime.serial
+import fastrl.process.serial
 from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError
-from fastrl.runtime.async_learner import AsyncLearner
-from fastrl.runtime.executor import Executor
+from fastrl.learning.async_learner import AsyncLearner
+from fastrl.sampling.executor import Executor
 from tests.conftest import cartpole
 
 ASYNC = ["algo.name='impala'", "algo.batch_slots=4", "engine.rollout=10"]
@@ -63,8 +63,8 @@ def test_async_serial_returns_every_slot(tmp_path, monkeypatch):
                         slots=self.buffers.slots.shape.slots)
             super().shutdown()
 
-    monkeypatch.setattr(fastrl.runtime.serial, "Executor", Tracked)
-    monkeypatch.setattr(fastrl.runtime.serial, "AsyncLearner", Counting)
+    monkeypatch.setattr(fastrl.process.serial, "Executor", Tracked)
+    monkeypatch.setattr(fastrl.process.serial, "AsyncLearner", Counting)
     summary, _ = _train(tmp_path, "serial", "engine.serial=true", "engine.executors=2", "run.total_frames=2000")
     assert summary["status"] == "complete"
     held = [int(ex.row[i]) // (ex.steps + 1) for ex in executors for i in range(len(ex.env_list)) if i not in ex.waiting]

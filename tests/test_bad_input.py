@@ -16,8 +16,8 @@ import fastrl
 from fastrl.config import tomllib  # noqa: I001  (tomli on Python 3.10)
 from fastrl.config import Config, ConfigError, config_from_dict, field_docs, load_config
 from fastrl.run_dir import to_toml
-from fastrl.runtime.faults import RunFailed
-from fastrl.runtime.supervisor import plan_run
+from fastrl.process.faults import RunFailed
+from fastrl.process.supervisor import plan_run
 from tests.conftest import cartpole
 
 ROOT = Path(__file__).parent.parent

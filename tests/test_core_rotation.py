@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from fastrl.runtime.core_rotation import CoreRotation
+from fastrl.process.core_rotation import CoreRotation
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
 

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import fastrl
-from fastrl.runtime.faults import RunFailed
+from fastrl.process.faults import RunFailed
 from tests.conftest import assert_cleaned_up, cartpole, wait_for_pids
 
 FAULTY = "env.id='tests.faulty_envs:cartpole'"
@@ -69,8 +69,8 @@ def test_on_error_reset_resets_the_env_counts_and_goes_on(tmp_path):
 
 def test_on_error_reset_marks_the_failed_step_done(tmp_path, monkeypatch):
     """The failed step ends the partial episode for learning: done, reward 0, no bootstrap across it."""
-    import fastrl.runtime.serial
-    from fastrl.runtime.learner import Learner
+    import fastrl.process.serial
+    from fastrl.learning.learner import Learner
 
     seen = []
 
@@ -80,7 +80,7 @@ def test_on_error_reset_marks_the_failed_step_done(tmp_path, monkeypatch):
             seen.append((storage["done"][:, : self.spec.steps].copy(), storage["reward"][:, : self.spec.steps].copy()))
             super()._barrier()
 
-    monkeypatch.setattr(fastrl.runtime.serial, "Learner", Recording)
+    monkeypatch.setattr(fastrl.process.serial, "Learner", Recording)
     config, base = cartpole(tmp_path, FAULTY, "env.kwargs={fault='raise', every=7}", "env.on_error='reset'",
                             "engine.serial=true", "run.total_frames=80")  # 2 rollouts of 5 steps
     fastrl.train(config, base, run_dir=tmp_path / "run")
@@ -148,9 +148,9 @@ def test_non_finite_parameters_are_restored_and_never_published(tmp_path, mode):
 
 
 def test_a_full_queue_ends_the_run_with_a_clear_message(tmp_path, monkeypatch):
-    import fastrl.runtime.channels
+    import fastrl.sampling.channels
 
-    monkeypatch.setattr(fastrl.runtime.channels, "QUEUE_BYTES", 64)  # smaller than one batch of requests
+    monkeypatch.setattr(fastrl.sampling.channels, "QUEUE_BYTES", 64)  # smaller than one batch of requests
     message, run_dir = _fail(tmp_path, "engine.serial=true", "reliability.queue_timeout_s=0.2", *LONG)
     assert "a queue stayed full for reliability.queue_timeout_s = 0.2 s" in message
     assert_cleaned_up(run_dir)

@@ -15,7 +15,7 @@ from fastrl.buffers.control import Stat
 from fastrl.buffers.slots import SlotShape
 from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError, GalaConfig, load_config
-from fastrl.runtime.gossip import Gossip
+from fastrl.learning.gossip import Gossip
 from tests.conftest import cartpole
 
 

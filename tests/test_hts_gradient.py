@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 import fastrl
-import fastrl.runtime.serial
+import fastrl.process.serial
 from fastrl.checkpoint import load_checkpoint
-from fastrl.runtime.learner import Learner
+from fastrl.learning.learner import Learner
 
 LR, GAMMA, VALUE_COEF, ENTROPY_COEF = 0.05, 0.9, 0.5, 0.1
 ENVS, STEPS, ROLLOUTS = 4, 3, 4
@@ -85,7 +85,7 @@ def sgd(theta, grad):
 
 
 def test_hts_learns_with_the_gradient_of_the_behaviour_parameters(tmp_path, monkeypatch):
-    monkeypatch.setattr(fastrl.runtime.serial, "Learner", RecordingLearner)
+    monkeypatch.setattr(fastrl.process.serial, "Learner", RecordingLearner)
     RecordingLearner.records = []
     overrides = [
         "env.id='CartPole-v1'", "engine.mode='hts'", "engine.serial=true", f"engine.envs={ENVS}",

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import fastrl
-import fastrl.runtime.serial
+import fastrl.process.serial
 from csrc_free_kernels.gae import gae_reference
 from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.checkpoint import load_checkpoint
-from fastrl.runtime.update_rules import PPO_STREAM
+from fastrl.learning.update_rules import PPO_STREAM
 from tests.test_hts_gradient import LinearPolicy, RecordingLearner
 
 LR, GAMMA, LAM, CLIP, VALUE_COEF, ENTROPY_COEF = 0.05, 0.9, 0.8, 0.2, 0.5, 0.01
@@ -54,7 +54,7 @@ def _close(a: dict, b: dict, what: str) -> None:
 
 @pytest.mark.parametrize("mode", ["sync", "hts"])
 def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, monkeypatch, mode):
-    monkeypatch.setattr(fastrl.runtime.serial, "Learner", RecordingLearner)
+    monkeypatch.setattr(fastrl.process.serial, "Learner", RecordingLearner)
     RecordingLearner.records = []
     overrides = [
         "env.id='CartPole-v1'", f"engine.mode='{mode}'", "engine.serial=true", f"engine.envs={ENVS}",

@@ -4,10 +4,10 @@ import tomllib
 import pytest
 
 import fastrl
-import fastrl.runtime.process_layout as process_layout
+import fastrl.process.auto_layout as process_layout
 from fastrl.config import ConfigError, load_config
-from fastrl.runtime.process_layout import Layout, Machine, choose_layout, resolve_layout
-from fastrl.runtime.supervisor import plan_run
+from fastrl.process.auto_layout import Layout, Machine, choose_layout, resolve_layout
+from fastrl.process.supervisor import plan_run
 from tests.conftest import cartpole
 
 

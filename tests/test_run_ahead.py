@@ -9,12 +9,12 @@ hand (test_hts_gradient.py), process layouts and timing (test_engine.py), exact 
 import pytest
 
 import fastrl
-import fastrl.runtime.serial
+import fastrl.process.serial
 from fastrl.checkpoint import CheckpointStore, load_checkpoint
 from fastrl.config import load_config
 from fastrl.modes import mode_of
-from fastrl.runtime.faults import RunFailed
-from fastrl.runtime.learner import Learner
+from fastrl.process.faults import RunFailed
+from fastrl.learning.learner import Learner
 from tests.conftest import cartpole
 
 ENVS, STEPS = 8, 5
@@ -33,7 +33,7 @@ class AheadLearner(Learner):
 
 
 def test_envs_run_ahead_except_into_a_barrier_that_checkpoints_or_ends(tmp_path, monkeypatch):
-    monkeypatch.setattr(fastrl.runtime.serial, "Learner", AheadLearner)
+    monkeypatch.setattr(fastrl.process.serial, "Learner", AheadLearner)
     AheadLearner.seen = {}
     config, overrides = cartpole(tmp_path, "engine.serial=true", "run.total_frames=800",  # 20 rollouts
                                  "run.checkpoint_interval_frames=200", "run.keep_checkpoints=10", mode="hts")

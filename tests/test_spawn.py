@@ -17,7 +17,7 @@ def test_kernels_are_compiled_before_workers_start(tmp_path):
     """After the main process's warm-up, a run calls no kernel with a type it has not compiled."""
     from csrc_free_kernels.returns import _nstep_returns_kernel
     from csrc_free_kernels.sampling import _sample_kernel
-    from fastrl.runtime.warmup import compile_kernels
+    from fastrl.process.warmup import compile_kernels
 
     compile_kernels()
     before = (len(_nstep_returns_kernel.signatures), len(_sample_kernel.signatures))

@@ -137,7 +137,7 @@ def _adapter_worker(env_config, env_indices: list[int], seconds: float, barrier,
 
 def adapter_loop_fps(env_config, envs: int, processes: int, seconds: float = 5.0) -> dict:
     """Frames/s of ``envs`` env adapters of ``env_config`` split over ``processes`` bare loops."""
-    from fastrl.runtime.spec import split
+    from fastrl.partition import split
 
     parts = [(env_config, [int(e) for e in part], seconds) for part in split(envs, processes)]
     per_process = _in_processes(_adapter_worker, parts, seconds)

@@ -20,7 +20,7 @@ import tempfile
 import fastrl
 from fastrl.bench.references import adapter_loop_fps, atari_vector_env_fps, raw_emulator_fps
 from fastrl.envs.atari import is_atari_id, parse_atari_id
-from fastrl.runtime.process_layout import resolve_layout
+from fastrl.process.auto_layout import resolve_layout
 
 
 def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[str]) -> dict:

@@ -63,7 +63,7 @@ def measure(config: str | None, target: float, max_minutes: float, window: int =
     import fastrl
     from fastrl.api import resolve_config
     from fastrl.run_dir import default_run_dir
-    from fastrl.runtime.faults import RunFailed, RunInterrupted
+    from fastrl.process.faults import RunFailed, RunInterrupted
 
     overrides = list(overrides)
     check_options(target, max_minutes, window, overrides)
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     """Measure with the parsed ``add_arguments`` options and print the JSON line; returns the exit code."""
     import sys
 
-    from fastrl.runtime.faults import RunFailed, RunInterrupted
+    from fastrl.process.faults import RunFailed, RunInterrupted
 
     try:
         result = measure(args.config, args.target, args.max_minutes, args.window, args.set, args.run_dir)

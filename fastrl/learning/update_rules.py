@@ -35,7 +35,7 @@ from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.algos.time_limits import final_values
 from fastrl.buffers.control import Stat
 from fastrl.models.normalizer import observe_observations, observe_returns, observed_rows
-from fastrl.runtime.faults import NonFiniteError
+from fastrl.process.faults import NonFiniteError
 
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
 

@@ -13,12 +13,12 @@ import torch
 
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag
-from fastrl.runtime.actor import Actor
-from fastrl.runtime.async_learner import AsyncLearner
-from fastrl.runtime.channels import Channels
-from fastrl.runtime.executor import Executor
-from fastrl.runtime.learner import Learner
-from fastrl.runtime.spec import RunSpec
+from fastrl.sampling.actor import Actor
+from fastrl.learning.async_learner import AsyncLearner
+from fastrl.sampling.channels import Channels
+from fastrl.sampling.executor import Executor
+from fastrl.learning.learner import Learner
+from fastrl.process.spec import RunSpec
 
 
 def run_serial(

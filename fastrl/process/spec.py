@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from fastrl.buffers import BufferPlan
 from fastrl.buffers.arena import ArenaSpec
 from fastrl.config import Config
@@ -58,19 +56,6 @@ class RunSpec:
         """The contiguous envs a learner owns (all of them with one learner), so its storage is a view."""
         share = self.envs // self.learners
         return range(learner * share, (learner + 1) * share)
-
-
-def split(total: int, parts: int) -> list[np.ndarray]:
-    """Contiguous, as-even-as-possible groups: ``split(10, 3)`` -> [0..3], [4..6], [7..9]."""
-    return np.array_split(np.arange(total), parts)
-
-
-def owner_of(total: int, parts: int) -> np.ndarray:
-    """For each item, the index of the group ``split`` put it in."""
-    owner = np.empty(total, np.int64)
-    for part, items in enumerate(split(total, parts)):
-        owner[items] = part
-    return owner
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag
-from fastrl.runtime.channels import Channels
-from fastrl.runtime.core_rotation import CoreRotation
-from fastrl.runtime.faults import StopRequested, describe_exception, exception_details
-from fastrl.runtime.spec import RunSpec, WorkerIds
+from fastrl.sampling.channels import Channels
+from fastrl.process.core_rotation import CoreRotation
+from fastrl.process.faults import StopRequested, describe_exception, exception_details
+from fastrl.process.spec import RunSpec, WorkerIds
 
 POLL_TIMEOUT_S = 0.05
 BEAT_INTERVAL_S = 0.2
@@ -56,53 +56,29 @@ class _Termination:
             sys.exit(143)
 
 
-class InlinePair:
-    """An executor and the actor serving its envs in one process: requests and actions are handed
-    over in-process, with no queue at all (with inline actors every env of this executor is served
-    by this actor and by no other)."""
-
-    def __init__(self, executor, actor):
-        self.executor, self.actor = executor, actor
-        executor.direct_actor = actor.index
-
-    def poll(self, timeout: float) -> bool:
-        did = self.executor.poll(0)  # the learner's "go" messages (and async's free slots)
-        while True:
-            self.actor.receive(self.executor.take_direct_requests())
-            released = self.actor.act_ready()
-            if not released:
-                break
-            for envs in released:
-                self.executor.handle(envs.tolist())
-            did = True
-        return did or self.executor.poll(timeout)  # idle: block until the learner's next "go"
-
-    def close(self) -> None:
-        self.executor.close()
-        self.actor.close()
-
-
 def build_component(role: str, index: int, spec: RunSpec, channels: Channels, buffers: RunBuffers):
     engine = spec.config.engine
     if role == "executor":
-        from fastrl.runtime.executor import Executor
+        from fastrl.sampling.executor import Executor
 
         executor = Executor(spec, channels, buffers, index)
         if not engine.inline_actors:
             return executor
+        from fastrl.sampling.inline import InlinePair
+
         return InlinePair(executor, build_component("actor", index, spec, channels, buffers))
     import torch
 
     torch.set_num_threads(engine.actor_threads if role == "actor" else engine.learner_threads)
     if role == "actor":
-        from fastrl.runtime.actor import Actor
+        from fastrl.sampling.actor import Actor
 
         return Actor(spec, channels, buffers, index)
     if spec.mode.queued:
-        from fastrl.runtime.async_learner import AsyncLearner
+        from fastrl.learning.async_learner import AsyncLearner
 
         return AsyncLearner(spec, channels, buffers, index)
-    from fastrl.runtime.learner import Learner
+    from fastrl.learning.learner import Learner
 
     return Learner(spec, channels, buffers, index)
 

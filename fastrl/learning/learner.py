@@ -12,7 +12,7 @@ goes. A barrier that must find every env parked (a checkpoint, the last one) is 
 barrier early: its "go" for the next rollout is held back.
 
 What a barrier learns from the storage (A2C, delayed A2C, PPO, nothing) is an update rule
-(``fastrl.runtime.update_rules``); the order of its steps is the mode's (``_barrier``). This
+(``fastrl.learning.update_rules``); the order of its steps is the mode's (``_barrier``). This
 module keeps what every rule shares: the barrier, the checked optimizer step, the lag
 assertion, publishing, checkpoints.
 
@@ -23,7 +23,7 @@ update is published (parameters restored). Checkpoint barriers (periodic, and th
 hold the envs until the executors have saved their states: resuming there is exact.
 
 ``gala``: each learner owns a contiguous share of the envs and its own storage rows; after
-its local step it gossips (``fastrl.runtime.gossip``: the ring's mix before publishing, or
+its local step it gossips (``fastrl.learning.gossip``: the ring's mix before publishing, or
 allreduce's gradient average before the step). Its checkpoints go to
 ``checkpoints/learner-<i>/`` at once (never exact: the learners are at different rollouts).
 """
@@ -42,12 +42,13 @@ from fastrl.algos.a2c import a2c_loss, make_optimizer
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.checkpoint import CheckpointStore, load_checkpoint
-from fastrl.runtime.actor import build_policy, resolve_device
-from fastrl.runtime.channels import Channels, encode_go
-from fastrl.runtime.faults import NonFiniteError
-from fastrl.runtime.gossip import Gossip, PeerFinished
-from fastrl.runtime.spec import RunSpec, WorkerIds, owner_of
-from fastrl.runtime.update_rules import make_rule
+from fastrl.models.policy import build_policy, resolve_device
+from fastrl.sampling.channels import Channels, encode_go
+from fastrl.process.faults import NonFiniteError
+from fastrl.learning.gossip import Gossip, PeerFinished
+from fastrl.partition import owner_of
+from fastrl.process.spec import RunSpec, WorkerIds
+from fastrl.learning.update_rules import make_rule
 from fastrl.seeding import model_seed
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class Learner:
         self.algo, self.mode = config.algo, spec.mode
         self.device = resolve_device(engine.device)
         torch.manual_seed(model_seed(config.run.seed))
-        self.model = build_policy(spec).to(self.device)
+        self.model = build_policy(spec.env_info, spec.config).to(self.device)
         self.optimizer = make_optimizer(self.model, self.algo)
         self.index = index
         self.run_ahead = self.mode.run_ahead

@@ -30,16 +30,16 @@ from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo, probe_env
 from fastrl.modes import mode_of
 from fastrl.run_dir import RunDir
-from fastrl.runtime.channels import Channels
-from fastrl.runtime.drain import QueueDrain
-from fastrl.runtime.faults import (
+from fastrl.sampling.channels import Channels
+from fastrl.process.drain import QueueDrain
+from fastrl.process.faults import (
     Fault, Outcome, RunFailed, RunInterrupted, describe_exception, exception_details, failure_message,
     interrupt_message,
 )
-from fastrl.runtime.last_checkpoint import ensure_checkpoint
-from fastrl.runtime.signals import SignalGuard
-from fastrl.runtime.spec import ResumePoint, RunSpec, WorkerIds
-from fastrl.runtime.watchdog import stale_worker, stall_fault
+from fastrl.process.last_checkpoint import ensure_checkpoint
+from fastrl.process.signals import SignalGuard
+from fastrl.process.spec import ResumePoint, RunSpec, WorkerIds
+from fastrl.process.watchdog import stale_worker, stall_fault
 from fastrl.telemetry.metrics import Telemetry
 from fastrl.telemetry.sinks import check_sinks
 
@@ -71,13 +71,12 @@ def plan_run(config: Config) -> RunPlan:
     Problems with the user's env or model are ``ConfigError``s: bad input, not a crash.
     """
     from fastrl.buffers.params import count_parameters
-    from fastrl.runtime.actor import build_policy
-    from fastrl.runtime.process_layout import resolve_layout
+    from fastrl.models.policy import build_policy
+    from fastrl.process.auto_layout import resolve_layout
 
     try:
         info = probe_env(config.env)
-        probe = RunSpec(config, None, None, info, "")  # type: ignore[arg-type]
-        n_params = count_parameters(build_policy(probe))
+        n_params = count_parameters(build_policy(info, config))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     except Exception as exc:  # the user's env or model code failed at start
@@ -144,7 +143,7 @@ class Supervisor:
 
     def _run(self, spec: RunSpec, channels: Channels, buffers: RunBuffers, telemetry: Telemetry) -> None:
         if self.config.engine.serial:
-            from fastrl.runtime.serial import run_serial
+            from fastrl.process.serial import run_serial
 
             self.signals.raise_on_force = True
             try:
@@ -168,7 +167,7 @@ class Supervisor:
     # ------------------------------------------------------------------ workers
 
     def _start_workers(self, spec: RunSpec, channels: Channels) -> None:
-        from fastrl.runtime.worker import worker_main
+        from fastrl.process.worker import worker_main
 
         ctx = mp.get_context("spawn")
         engine = self.config.engine

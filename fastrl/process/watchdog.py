@@ -13,9 +13,9 @@ import signal
 import time
 
 from fastrl.buffers.control import Activity, Control, Phase
-from fastrl.runtime.faults import Fault
-from fastrl.runtime.spec import WorkerIds
-from fastrl.runtime.worker import stack_file
+from fastrl.process.faults import Fault
+from fastrl.process.spec import WorkerIds
+from fastrl.process.worker import stack_file
 
 STACK_WAIT_S = 0.3
 

@@ -26,7 +26,7 @@ import torch
 from fastrl.algos.gossip import consensus_bound, in_peers
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag, Stat
-from fastrl.runtime.faults import StopRequested
+from fastrl.process.faults import StopRequested
 
 # mailbox header columns beyond the seqlock's [SEQ, VERSION]
 CONSUMED, FINAL = 2, 3

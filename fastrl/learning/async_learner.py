@@ -19,7 +19,7 @@ import time
 from queue import Empty
 
 from fastrl.buffers.control import Clock, Done, Flag, Stat
-from fastrl.runtime.learner import Learner
+from fastrl.learning.learner import Learner
 
 
 class AsyncLearner(Learner):

@@ -22,25 +22,11 @@ import torch
 from csrc_free_kernels.sampling import sample_rows_kernel
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
-from fastrl.models import build_model
+from fastrl.models.policy import build_policy, resolve_device
 from fastrl.models.microbatch import forward_microbatched
-from fastrl.runtime.channels import Channels
-from fastrl.runtime.spec import RunSpec, WorkerIds, owner_of, split
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("engine.device = 'cuda' but torch sees no CUDA device")
-    return torch.device(name)
-
-
-def build_policy(spec: RunSpec) -> torch.nn.Module:
-    info, model = spec.env_info, spec.config.model
-    return build_model(model.name, info.obs_shape, np.dtype(info.obs_dtype), info.n_actions, model.hidden, model.kwargs,
-                       model.precision, model.normalize_obs, resolve_device(spec.config.engine.device),
-                       spec.config.algo.normalize_returns)
+from fastrl.sampling.channels import Channels
+from fastrl.partition import owner_of, split
+from fastrl.process.spec import RunSpec, WorkerIds
 
 
 class Actor:
@@ -56,7 +42,7 @@ class Actor:
         self.executor_of = owner_of(spec.envs, engine.executors)
         self.device = resolve_device(engine.device)
         self.micro_batch = engine.micro_batch
-        self.model = build_policy(spec).to(self.device).eval()
+        self.model = build_policy(spec.env_info, spec.config).to(self.device).eval()
         self.reads_observations = getattr(self.model, "reads_observations", True)
         # one model per weight set: learner l's slot k is set l * slots + k
         self.weight_slots = spec.mode.weight_slots

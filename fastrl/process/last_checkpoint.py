@@ -17,8 +17,8 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Done, Stat
 from fastrl.checkpoint import CheckpointStore, load_checkpoint
 from fastrl.run_dir import RunDir
-from fastrl.runtime.faults import Outcome
-from fastrl.runtime.spec import RunSpec
+from fastrl.process.faults import Outcome
+from fastrl.process.spec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +81,9 @@ def _save_gala(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore) -> st
 
 def _save_from_shared_params(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore, learner: int = 0) -> str | None:
     """Write the last published weights as a checkpoint; None, or why it could not."""
-    from fastrl.runtime.actor import build_policy
+    from fastrl.models.policy import build_policy
 
-    model = build_policy(spec)
+    model = build_policy(spec.env_info, spec.config)
     version = buffers.newest_params(learner).snapshot_into(model)
     if version is None:
         return "the learner never published weights, or died while publishing them"

@@ -43,9 +43,10 @@ from fastrl.buffers.control import Activity, Clock, Phase
 from fastrl.checkpoint import CheckpointStore, read_env_states, write_env_states
 from fastrl.envs import make_env
 from fastrl.envs.gym import EnvOutputError
-from fastrl.runtime.channels import Channels, decode_go, encode_request
-from fastrl.runtime.faults import EnvError
-from fastrl.runtime.spec import RunSpec, WorkerIds, owner_of, split
+from fastrl.sampling.channels import Channels, decode_go, encode_request
+from fastrl.process.faults import EnvError
+from fastrl.partition import owner_of, split
+from fastrl.process.spec import RunSpec, WorkerIds
 from fastrl.seeding import env_rng
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,32 @@
+"""The run's policy network: what actors, learners, the last-checkpoint path and ``fastrl eval`` all build
+from the env's spaces and the config, so every one of them holds the same network."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from fastrl.models.registry import build_model
+
+if TYPE_CHECKING:
+    from fastrl.config import Config
+    from fastrl.envs import EnvInfo
+
+
+def resolve_device(name: str) -> torch.device:
+    """``engine.device``: ``auto`` is CUDA where torch sees it, else the CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("engine.device = 'cuda' but torch sees no CUDA device")
+    return torch.device(name)
+
+
+def build_policy(env_info: EnvInfo, config: Config, device: torch.device | str | None = None) -> torch.nn.Module:
+    """``config.model`` for ``env_info``'s observations and actions (on the CPU; ``device`` only decides
+    what ``model.precision = 'auto'`` picks, by default the run's ``engine.device``)."""
+    model = config.model
+    device = resolve_device(config.engine.device) if device is None else torch.device(device)
+    return build_model(model.name, env_info.obs_shape, np.dtype(env_info.obs_dtype), env_info.n_actions, model.hidden,
+                       model.kwargs, model.precision, model.normalize_obs, device, config.algo.normalize_returns)

@@ -1,0 +1,28 @@
+"""Inline actors: an executor and its actor in one process, handing requests and actions over directly."""
+from __future__ import annotations
+
+
+class InlinePair:
+    """An executor and the actor serving its envs in one process: requests and actions are handed
+    over in-process, with no queue at all (with inline actors every env of this executor is served
+    by this actor and by no other)."""
+
+    def __init__(self, executor, actor):
+        self.executor, self.actor = executor, actor
+        executor.direct_actor = actor.index
+
+    def poll(self, timeout: float) -> bool:
+        did = self.executor.poll(0)  # the learner's "go" messages (and async's free slots)
+        while True:
+            self.actor.receive(self.executor.take_direct_requests())
+            released = self.actor.act_ready()
+            if not released:
+                break
+            for envs in released:
+                self.executor.handle(envs.tolist())
+            did = True
+        return did or self.executor.poll(timeout)  # idle: block until the learner's next "go"
+
+    def close(self) -> None:
+        self.executor.close()
+        self.actor.close()
