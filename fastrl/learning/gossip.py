@@ -26,6 +26,7 @@ import torch
 from fastrl.algos.gossip import consensus_bound, in_peers
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag, Stat
+from fastrl.buffers.params import VERSION
 from fastrl.process.faults import StopRequested
 
 # mailbox header columns beyond the seqlock's [SEQ, VERSION]
@@ -124,14 +125,14 @@ class Gossip:
         last = self.last_mixed[k]
         if self.deterministic:
             wanted = update
-        elif header[1] > last or self.since_message < self.max_staleness:
+        elif header[VERSION] > last or self.since_message < self.max_staleness:
             wanted = last + 1  # non-blocking: take whatever is newer, if anything
-            if header[1] < wanted:
+            if header[VERSION] < wanted:
                 self._note_staleness(self.since_message + 1)
                 return False
         else:
             wanted = last + 1  # more than max_staleness updates without news: wait for a message
-        if not self._wait(lambda: header[1] >= wanted, lambda: bool(header[FINAL])):
+        if not self._wait(lambda: header[VERSION] >= wanted, lambda: bool(header[FINAL])):
             return False
         version = inbox.load_into(self.peer_models[k], -1)
         if self.deterministic and version != update:

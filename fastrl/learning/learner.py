@@ -43,7 +43,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.checkpoint import CheckpointStore, load_checkpoint
 from fastrl.models.policy import build_policy, resolve_device
-from fastrl.sampling.channels import Channels, encode_go
+from fastrl.sampling.channels import Channels, decode_rollout_done, encode_go
 from fastrl.process.faults import NonFiniteError
 from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.partition import owner_of
@@ -143,7 +143,7 @@ class Learner:
         started = time.perf_counter()
         try:
             for message in self.channels.rollout_done[self.index].get_many(block=timeout > 0, timeout=timeout):
-                self.arrived[message & 1] += 1
+                self.arrived[decode_rollout_done(message)[1]] += 1
         except Empty:
             pass
         self.timing[Clock.WAITING] += time.perf_counter() - started

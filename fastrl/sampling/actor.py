@@ -24,7 +24,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.models.policy import build_policy, resolve_device
 from fastrl.models.microbatch import forward_microbatched
-from fastrl.sampling.channels import Channels
+from fastrl.sampling.channels import Channels, decode_request
 from fastrl.partition import owner_of, split
 from fastrl.process.spec import RunSpec, WorkerIds
 
@@ -95,8 +95,8 @@ class Actor:
             return
         envs, slots, rows = self.envs_total, self.weight_slots, self.slot_rows
         for message in messages:
-            # a request's row is ``message // envs``; its storage names the weight slot
-            weights = self.learner_of[message % envs] * slots + (message // envs // rows) % slots
+            env, row = decode_request(message, envs)
+            weights = self.learner_of[env] * slots + (row // rows) % slots  # the row's storage names the slot
             self.pending[weights].append(message)
 
     def act_ready(self) -> list[np.ndarray]:
@@ -114,7 +114,7 @@ class Actor:
 
     def _act(self, messages: np.ndarray, weights: int) -> np.ndarray:
         """Write the actions of these requests' rows with weight set ``weights``; returns their envs."""
-        rows, envs = np.divmod(messages, self.envs_total)
+        envs, rows = decode_request(messages, self.envs_total)
         n = len(rows)
         model = self.models[weights]
         version = self.params[weights].load_into(model, self.versions[weights])

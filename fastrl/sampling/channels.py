@@ -1,6 +1,7 @@
 """The queues between processes. They carry small integers only; arrays stay in shared memory.
 
-Messages (all ints, so a batch is one cheap ``put_many``):
+Messages (all ints, so a batch is one cheap ``put_many``), each encoded and decoded by the pair of
+functions below, on both sides:
 - request, executor -> actor: ``row * envs + env`` — env's observation at flat ``row`` is ready.
 - inbox, actor -> executor: ``env`` — the action for env's current row is written.
 - inbox, learner -> executor: ``-(rollout * learners + learner + 1)`` — start rollout ``rollout``
@@ -38,10 +39,19 @@ def encode_request(env: int, row: int, envs: int) -> int:
     return row * envs + env
 
 
-def decode_request(message: int, envs: int) -> tuple[int, int]:
-    """-> (env, row)"""
+def decode_request(message, envs: int):
+    """-> (env, row); an int or an int array of messages."""
     row, env = divmod(message, envs)
     return env, row
+
+
+def encode_rollout_done(env: int, rollout: int) -> int:
+    return env * 2 + (rollout & 1)
+
+
+def decode_rollout_done(message):
+    """-> (env, rollout parity); an int or an int array of messages."""
+    return message >> 1, message & 1
 
 
 def encode_go(rollout: int, learner: int = 0, learners: int = 1) -> int:

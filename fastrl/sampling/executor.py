@@ -43,7 +43,7 @@ from fastrl.buffers.control import Activity, Clock, Phase
 from fastrl.checkpoint import CheckpointStore, read_env_states, write_env_states
 from fastrl.envs import make_env
 from fastrl.envs.gym import EnvOutputError
-from fastrl.sampling.channels import Channels, decode_go, encode_request
+from fastrl.sampling.channels import Channels, decode_go, decode_rollout_done, encode_request, encode_rollout_done
 from fastrl.process.faults import EnvError
 from fastrl.partition import owner_of, split
 from fastrl.process.spec import RunSpec, WorkerIds
@@ -190,7 +190,7 @@ class Executor:
         if self.learners == 1:
             self.channels.rollout_done[0].put_many(finished, timeout=timeout)
             return
-        owners = self.learner_of[np.asarray(finished) >> 1]
+        owners = self.learner_of[decode_rollout_done(np.asarray(finished))[0]]
         for learner in np.unique(owners):
             self.channels.rollout_done[learner].put_many([e for e, o in zip(finished, owners) if o == learner],
                                                          timeout=timeout)
@@ -291,7 +291,7 @@ class Executor:
                 self.waiting.append(i)
             else:
                 env, rollout = self.env_list[i], self.env_rollout[i]
-                finished.append(env * 2 + (rollout & 1))  # the learner counts each rollout's envs apart
+                finished.append(encode_rollout_done(env, rollout))  # the learner counts each rollout's envs apart
                 if self.rollouts[self.learner_of[env]] > rollout:  # run-ahead: its next "go" has come
                     self._begin_rollout(i, rollout + 1, requests)
         else:
