@@ -21,7 +21,8 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
-MODES = ("sync", "hts", "async", "gala")
+from fastrl.modes import ALGORITHMS, GALA_BASES, MODES, algorithm_error
+
 # The job `fastrl train` runs with no CONFIG (and fastrl.train() with none): a copy of
 # configs/pong_sync.toml shipped in the package (tests/test_config.py keeps the two equal).
 # The dataclass defaults below are what every config file starts from, not a job of their own.
@@ -80,7 +81,7 @@ class EngineConfig:
         "how rollout and learning interleave: 'sync' (lockstep, lag 0), 'hts' (two storages, lag 1), "
         "'async' (IMPALA: no barrier, measured lag; nondeterministic by nature), "
         "'gala' (engine.learners agents, each sync or hts on its share of the envs, gossiping parameters)",
-        choices=MODES,
+        choices=tuple(MODES),
     )
     envs: int = _f(16, "total number of environments", min=1, max=1 << 20)
     executors: int | str = _f(
@@ -132,7 +133,7 @@ class AlgoConfig:
         "a2c",
         "learning algorithm: 'a2c' (sync, hts), 'ppo' (sync, hts), 'impala' (async: V-trace); "
         "'none' collects without learning (benchmarks)",
-        choices=("a2c", "ppo", "impala", "none"),
+        choices=ALGORITHMS,
     )
     lr: float = _f(7e-4, "learning rate", min_exclusive=0.0)
     optimizer: str = _f("rmsprop", "optimizer", choices=("rmsprop", "adam", "sgd"))
@@ -179,7 +180,7 @@ class GalaConfig:
         "'none': independent agents",
         choices=("ring", "allreduce", "none"),
     )
-    base: str = _f("sync", "each agent's schedule on its envs: 'sync' (A2C) or 'hts' (HTS-RL)", choices=("sync", "hts"))
+    base: str = _f("sync", "each agent's schedule on its envs: 'sync' (A2C) or 'hts' (HTS-RL)", choices=GALA_BASES)
     max_staleness: int = _f(
         8,
         "tau': an agent blocks only when more than this many of its updates passed without a new message from its "
@@ -471,10 +472,9 @@ def validate(config: Config) -> None:
             f"(now {engine.actors} and {engine.executors})"
         )
     name = config.algo.name
-    if engine.mode == "async" and name not in ("impala", "none"):
-        raise ConfigError(f"engine.mode = 'async' learns with algo.name = 'impala' (V-trace corrects its lag), not {name!r}")
-    if name == "impala" and engine.mode != "async":
-        raise ConfigError(f"algo.name = 'impala' needs engine.mode = 'async' (got {engine.mode!r}); use 'a2c' or 'ppo'")
+    wrong_algorithm = algorithm_error(engine.mode, name)
+    if wrong_algorithm:
+        raise ConfigError(wrong_algorithm)
     if config.algo.normalize_returns and name != "ppo":
         raise ConfigError(f"algo.normalize_returns = true is implemented for algo.name = 'ppo', not {name!r}")
     if config.algo.name == "ppo" and config.algo.minibatches > engine.envs * engine.rollout:
@@ -495,8 +495,6 @@ def _validate_gala(config: Config) -> None:
     if engine.envs % engine.learners:
         raise ConfigError(f"engine.envs = {engine.envs} must be a multiple of engine.learners = {engine.learners}: "
                           "each gala agent owns an equal share of the envs")
-    if config.algo.name not in ("a2c", "none"):
-        raise ConfigError(f"engine.mode = 'gala' learns with algo.name = 'a2c' (GALA-A2C), not {config.algo.name!r}")
     if engine.serial:
         raise ConfigError("engine.serial = true cannot run gala: its learners wait on each other's messages, "
                           "so they need processes of their own")

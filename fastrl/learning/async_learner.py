@@ -30,9 +30,9 @@ class AsyncLearner(Learner):
     def start(self) -> None:
         slots = list(range(self.buffers.slots.shape.slots))
         self.channels.free.put_many(slots, timeout=self.spec.config.reliability.queue_timeout_s)
-        self._publish()
+        self.publish()
         self.released = self.rollout - 1  # the one "go" of an async run
-        self._release(self.rollout)
+        self.release(self.rollout)
 
     def poll(self, timeout: float) -> bool:
         if self.finished:
@@ -62,8 +62,8 @@ class AsyncLearner(Learner):
         self.count_update(self.version, norm)
         self.stats[Stat.LAG_MEAN] = float(lags.mean())
         self.stats[Stat.LAG_MAX] = float(lags.max())
-        self._advance(self.rollout + 1)
-        self._publish()
+        self.move_to(self.rollout + 1)
+        self.publish()
         frames = int(self.stats[Stat.FRAMES])
         if frames >= self.spec.config.run.total_frames or self.control.is_set(Flag.FINISH):
             self._save("final")

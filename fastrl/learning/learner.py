@@ -1,19 +1,10 @@
 """Learner: waits at the rollout barrier, updates the policy, publishes it, releases the envs.
 
-``sync`` (PAAC/A2C): at barrier j, the gradient of D(θ_j) at θ_j gives θ_{j+1}; envs wait.
-``hts`` (HTS-RL eq. 6): θ_{j+1} = θ_j - η g_{j-1}, with g_{j-1} the gradient of D(θ_{j-1})
-taken at θ_{j-1}, so the policy lag is exactly one and no off-policy correction is needed. The
-envs run ahead: θ_{j+1} is already published (in the other of two weight slots) while rollout j
-runs, so an env that finishes rollout j starts j+1 at once, without waiting for the slowest env
-or for the learner. At barrier j (all of rollout j in) the learner takes g_j at θ_j, applies it
-to θ_{j+1}, publishes θ_{j+2} and sends "go j+2" while the envs fill rollout j+1. Versions,
-gradients and optimizer steps are those of the HTS-RL schedule, bit for bit; only the waiting
-goes. A barrier that must find every env parked (a checkpoint, the last one) is decided one
-barrier early: its "go" for the next rollout is held back.
-
-What a barrier learns from the storage (A2C, delayed A2C, PPO, nothing) is an update rule
-(``fastrl.learning.update_rules``); the order of its steps is the mode's (``_barrier``). This
-module keeps what every rule shares: the barrier, the checked optimizer step, the lag
+The order of a barrier's steps is the mode's (``fastrl.modes``: sync learns and moves on at once;
+hts runs the envs ahead with the delayed gradient; gala's hts overlaps learning with the next
+rollout); what a barrier learns from the storage (A2C, delayed A2C, PPO, nothing) is an update
+rule's (``fastrl.learning.update_rules``). This module keeps what every mode and rule shares, and
+is the ``BarrierSteps`` the schedules order: the barrier, the checked optimizer step, the lag
 assertion, publishing, checkpoints.
 
 Between barriers the learner's state (θ, version, rollout, the rule's pending work) is always one a
@@ -68,7 +59,6 @@ class Learner:
         self.model = build_policy(spec.env_info, spec.config).to(self.device)
         self.optimizer = make_optimizer(self.model, self.algo)
         self.index = index
-        self.run_ahead = self.mode.run_ahead
         self.weights = [buffers.shared_params(index, slot=k) for k in range(self.mode.weight_slots)]
         self.control = buffers.control
         self.stats = buffers.control.learner_stats[index]
@@ -114,7 +104,7 @@ class Learner:
         self.rule.load(state)
         self.version = state["version"]
         self.stats[Stat.UPDATES] = state["updates"]
-        self._advance(state["rollout"])
+        self.move_to(state["rollout"])
         self.last_checkpoint = (time.monotonic(), int(self.stats[Stat.FRAMES]))
         if "rng" in checkpoint:
             torch.set_rng_state(checkpoint["rng"]["torch"])
@@ -127,13 +117,10 @@ class Learner:
             ids = WorkerIds(self.spec.config.engine.executors, self.spec.config.engine.actors, self.spec.learners)
             learners = [ids.learner(i) for i in range(self.spec.learners)]
             self.gossip.wait_for_peers(lambda: bool(self.control.ready[learners].all()))
-        self._publish()
+        self.publish()
         self.released = self.rollout - 1  # a resumed run's envs begin at its rollout
-        self._release(self.rollout)
-        if self.run_ahead:  # θ_{r+1} as well, so an env that finishes rollout r goes straight on
-            self.rule.advance()
-            self._publish()
-            self._release(self._release_target(self.rollout - 1))
+        self.release(self.rollout)
+        self.mode.schedule.start(self, self.rollout)
 
     def poll(self, timeout: float) -> bool:
         if self.finished:
@@ -166,59 +153,38 @@ class Learner:
         last = parked and (frames >= self.frame_budget or self.control.is_set(Flag.FINISH))
         save = parked and (last or self._checkpoint_due(frames))
         try:
-            resume_state = self._update(storage, j, last, save)
+            resume_state = self.mode.schedule.update(self, storage, j, last, save)
         except PeerFinished:  # an allreduce peer ended the run before this update: end here too, without it
             last, save, resume_state = True, True, None
         if save:
             self._begin_checkpoint("final" if last else "barrier", resume_state)
 
-    def _update(self, storage: dict[str, np.ndarray], j: int, last: bool, save: bool) -> dict | None:
-        """The rule's steps in the mode's order; the state to resume from when it is not the one after."""
-        rule = self.rule
-        if self.run_ahead:  # learn from D(θ_j) at once: θ_{j+2} = θ_{j+1} - η g_j
-            self._advance(j + 1)
-            rule.learn(storage, j)
-            resume_state = self.state(copied=True) if save else None  # θ_{j+1} with g_j pending
-            rule.advance()
-            self._next(j, last, save)
-            return resume_state
-        if self.mode.overlap:  # gala's hts: release θ_{j+1}, then learn from D(θ_j) while the envs run
-            rule.advance()
-            self._advance(j + 1)
-            self._next(j, last, save)
-            rule.learn(storage, j)
-            if not last:
-                return None
-            resume_state = self.state(copied=True)  # a resumed run goes on from before the last step
-            rule.advance()
-            return resume_state
-        rule.learn(storage, j)  # sync: learn from D(θ_j), then θ_{j+1}
-        rule.advance()
-        self._advance(j + 1)
-        self._next(j, last, save)
-        return None
+    # ------------------------------------------------------------------ the steps a schedule orders
 
-    def _next(self, j: int, last: bool, save: bool) -> None:
+    def learn(self, storage: dict[str, np.ndarray], rollout: int) -> None:
+        """The rule takes what D(θ_rollout) gives and keeps it pending."""
+        self.rule.learn(storage, rollout)
+
+    def advance(self) -> None:
+        """θ moves on by the rule's pending work, or stays (nothing pending); the version counts up."""
+        self.rule.advance()
+
+    def publish_next(self, j: int, last: bool, save: bool) -> None:
         """After barrier j's update: publish the new θ and, unless a checkpoint holds them, release the envs."""
         if self.gossip is not None:
             self.gossip.mix(self.model, self.version)
         if not last:
-            self._publish()
+            self.publish()
             if not save:
-                self._release(self._release_target(j))
+                self.release(self.mode.schedule.release_target(self, j))
         if self.gossip is not None:
             self.gossip.measure(self.model)
 
-    def _release_target(self, j: int) -> int:
-        """The newest rollout the envs may begin once barrier j is done: j+1, or with run-ahead j+2
-        unless barrier j+1 must find them parked (it checkpoints, or it is the last)."""
-        return j + 2 if self.run_ahead and not self._parks_at(j + 1) else j + 1
-
-    def _parks_at(self, j: int) -> bool:
+    def parks_at(self, j: int) -> bool:
         frames = (j + 1) * self.frames_per_rollout
         return frames >= self.frame_budget or self.control.is_set(Flag.FINISH) or self._checkpoint_due(frames)
 
-    def _advance(self, rollout: int) -> None:
+    def move_to(self, rollout: int) -> None:
         self.rollout = rollout
         self.stats[Stat.FRAMES] = rollout * self.frames_per_rollout
         self.stats[Stat.AGENT_STEPS] = rollout * self.slots_per_update * self.spec.steps
@@ -300,12 +266,12 @@ class Learner:
     def kept(self) -> str:
         return f"the checkpoint keeps the parameters of version {self.version} ({int(self.stats[Stat.UPDATES])} updates)"
 
-    def _publish(self) -> None:
+    def publish(self) -> None:
         """θ into the weight slot of the rollout that acts with it (version v is rollout v's)."""
         self.weights[self.version % len(self.weights)].publish(self.model, self.version)
         self.stats[Stat.VERSION] = self.version
 
-    def _release(self, newest: int) -> None:
+    def release(self, newest: int) -> None:
         """Send "go" for every rollout up to ``newest`` not yet released."""
         timeout = self.spec.config.reliability.queue_timeout_s
         for rollout in range(self.released + 1, newest + 1):
@@ -371,7 +337,7 @@ class Learner:
             self._finish()
             self.control.mark_learner(self.index, Done.COMPLETE)
         else:
-            self._release(self._release_target(rollout - 1))
+            self.release(self.mode.schedule.release_target(self, rollout - 1))
         return True
 
     def shutdown(self) -> None:

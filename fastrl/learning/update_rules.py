@@ -1,7 +1,7 @@
 """Update rules: what the learner learns from the storage of rollout j, and how θ moves on.
 
 One small strategy per (algorithm, mode) so the learner's barrier stays the same for all. A
-rule has two steps, and the learner orders them by mode (``Learner._barrier``):
+rule has two steps, and the learner orders them by mode (``fastrl.modes``):
 
 - ``learn(storage, j)`` takes what D(θ_j) gives (gradients, PPO epochs) and keeps it pending;
 - ``advance()`` makes the next θ from what is pending, or θ unchanged when nothing is (θ_1 = θ_0
@@ -248,7 +248,8 @@ class PPO(UpdateRule):
 
 
 def make_rule(learner) -> UpdateRule:
-    name, overlap = learner.algo.name, learner.mode.overlap
+    """The rule of ``algo.name`` for the mode's policy lag (which mode takes which algorithm: ``fastrl.modes``)."""
+    name, overlap = learner.algo.name, learner.mode.policy_lag == 1
     if name == "none":
         return Collect(learner)
     if name == "impala":
