@@ -1,12 +1,12 @@
-"""The async (IMPALA) learner: no barrier; batches of full slots from a queue, V-trace, free them.
+"""The async (IMPALA) learner: no barrier; batches of full slots from a queue, one V-trace step each.
 
-At start every slot index goes onto the free queue and the executors get their only "go".
-Then: ``get_many`` up to ``algo.batch_slots`` full slots; gather them (a copy: the slots are
+The schedule is ``fastrl.modes.asynchronous``'s (why its loop lives here, not there, is said
+there). At start every slot index goes onto the free queue and the executors get their only
+"go". Then: ``get_many`` up to ``algo.batch_slots`` full slots; gather them (a copy: the slots are
 wherever the envs left them, not contiguous) and put them back on the free queue at once; one
-IMPALA step; publish θ with the next version. The actors load whatever version is published when they
-act, so the data of a batch comes from several versions: the policy lag (learner version minus
-each step's behaviour version) is measured per batch and logged as its mean and max, never
-asserted. Timing decides which slots go into which batch, so an async run is not deterministic.
+update (``Impala``, or ``Collect``: a batch consumed still counts); publish θ with the next
+version. The policy lag (learner version minus each step's behaviour version) is measured per
+batch and logged as its mean and max, never asserted.
 
 A "rollout" here counts learner batches: frames = batches x batch_slots x T x frame skip (the
 frames learned from; the envs may be up to the free slots ahead). Checkpoints are written
@@ -20,6 +20,7 @@ from queue import Empty
 
 from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.learning.learner import Learner
+from fastrl.learning.update_rules import Update
 
 
 class AsyncLearner(Learner):
@@ -37,20 +38,21 @@ class AsyncLearner(Learner):
     def poll(self, timeout: float) -> bool:
         if self.finished:
             return False
-        need = self.slots_per_update - len(self.batch)
+        need = self.algo.batch_slots - len(self.batch)
         started = time.perf_counter()
         try:
             self.batch += self.channels.full.get_many(block=timeout > 0, timeout=timeout, max_messages_to_get=need)
         except Empty:
             pass
         self.timing[Clock.WAITING] += time.perf_counter() - started
-        if len(self.batch) < self.slots_per_update:
+        if len(self.batch) < self.algo.batch_slots:
             if self.control.is_set(Flag.FINISH):  # stopping: do not wait for a batch that may never fill
                 self._save("final")
             return False
         batch, self.batch = self.batch, []
         begun = time.perf_counter()
-        self._learn(batch)
+        with self._naming_what_is_kept():
+            self._learn(batch)
         self.timing[Clock.LEARNING] += time.perf_counter() - begun
         return True
 
@@ -58,8 +60,8 @@ class AsyncLearner(Learner):
         storage = self.buffers.slots.gather(batch)  # a copy, so the slots can be freed at once
         self.channels.free.put_many(batch, timeout=self.spec.config.reliability.queue_timeout_s)
         lags = self.version - storage["version"][:, : self.spec.steps]
-        norm = self.rule.learn_batch(storage, self.rollout)
-        self.count_update(self.version, norm)
+        self.learn(storage, self.rollout)
+        self.apply(self.rule.advance() or Update(lag=None))  # collecting: θ stays, the batch still counts
         self.stats[Stat.LAG_MEAN] = float(lags.mean())
         self.stats[Stat.LAG_MAX] = float(lags.max())
         self.move_to(self.rollout + 1)

@@ -4,8 +4,8 @@ The order of a barrier's steps is the mode's (``fastrl.modes``: sync learns and 
 hts runs the envs ahead with the delayed gradient; gala's hts overlaps learning with the next
 rollout); what a barrier learns from the storage (A2C, delayed A2C, PPO, nothing) is an update
 rule's (``fastrl.learning.update_rules``). This module keeps what every mode and rule shares, and
-is the ``BarrierSteps`` the schedules order: the barrier, the checked optimizer step, the lag
-assertion, publishing, checkpoints.
+is the ``BarrierSteps`` the schedules order: the barrier, the version, the checked optimizer step,
+the lag assertion, the stats, publishing, checkpoints.
 
 Between barriers the learner's state (θ, version, rollout, the rule's pending work) is always one a
 run can go on from, so whatever stops the run, ``shutdown`` saves it: the last good
@@ -24,22 +24,23 @@ import copy
 import logging
 import math
 import time
+from contextlib import contextmanager
 from queue import Empty
 
 import numpy as np
 import torch
 
-from fastrl.algos.a2c import a2c_loss, make_optimizer
+from fastrl.algos.a2c import make_optimizer
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.checkpoint import CheckpointStore, load_checkpoint
-from fastrl.models.policy import build_policy, resolve_device
-from fastrl.sampling.channels import Channels, decode_rollout_done, encode_go
-from fastrl.process.faults import NonFiniteError
 from fastrl.learning.gossip import Gossip, PeerFinished
+from fastrl.learning.update_rules import Update, make_rule
+from fastrl.models.policy import build_policy, resolve_device
 from fastrl.partition import owner_of
+from fastrl.process.faults import NonFiniteError
 from fastrl.process.spec import RunSpec, WorkerIds
-from fastrl.learning.update_rules import make_rule
+from fastrl.sampling.channels import Channels, decode_rollout_done, encode_go
 from fastrl.seeding import model_seed
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,6 @@ class Learner:
         self.device = resolve_device(engine.device)
         torch.manual_seed(model_seed(config.run.seed))
         self.model = build_policy(spec.env_info, spec.config).to(self.device)
-        self.optimizer = make_optimizer(self.model, self.algo)
         self.index = index
         self.weights = [buffers.shared_params(index, slot=k) for k in range(self.mode.weight_slots)]
         self.control = buffers.control
@@ -65,7 +65,6 @@ class Learner:
         self.stats[Stat.LR] = self.algo.lr
         worker = WorkerIds(engine.executors, engine.actors, engine.learners).learner(index)
         self.timing = buffers.control.timing[worker]
-        self.executor_workers = range(engine.executors)  # their worker ids, for the env-state saves
         self.owned = spec.learner_envs(index)  # every env, or this gala learner's share
         owners = owner_of(spec.envs, engine.executors)
         self.executors = sorted({int(owners[e]) for e in self.owned})  # whose envs this learner starts
@@ -82,17 +81,13 @@ class Learner:
         self.pending_checkpoint: tuple[int, dict] | None = None  # waiting for the executors' env states
         self.last_checkpoint = (time.monotonic(), 0)  # (time, frames)
         self.finished = False
-        self.rule = make_rule(self)  # what a barrier does with the storage (may rebind the optimizer)
+        self.rule = make_rule(self.algo.name, self.mode.policy_lag, self.model, self.algo, self.device, self.step,
+                              config.run.seed)
+        self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
         self.gossip = Gossip(spec, buffers, index, self.model, worker) if spec.gala else None
-        self._warm_up()
+        self.rule.warm_up(buffers.slots.storage(0, 1))
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
-
-    def _warm_up(self) -> None:
-        """One loss and backward on a (still zero) slot so the first update pays no JIT/lazy-init cost."""
-        loss, _ = a2c_loss(self.model, self.buffers.slots.storage(0, 1), self.algo, self.device)
-        loss.backward()
-        self.model.zero_grad(set_to_none=True)
 
     def _restore(self, checkpoint: dict) -> None:
         state = checkpoint["resume"]
@@ -120,7 +115,8 @@ class Learner:
         self.publish()
         self.released = self.rollout - 1  # a resumed run's envs begin at its rollout
         self.release(self.rollout)
-        self.mode.schedule.start(self, self.rollout)
+        with self._naming_what_is_kept():  # a resumed hts run may apply its pending gradient here
+            self.mode.schedule.start(self, self.rollout)
 
     def poll(self, timeout: float) -> bool:
         if self.finished:
@@ -139,7 +135,8 @@ class Learner:
             return False
         self.arrived[parity] -= len(self.owned)
         begun = time.perf_counter()
-        self._barrier()
+        with self._naming_what_is_kept():
+            self._barrier()
         self.timing[Clock.LEARNING] += time.perf_counter() - begun
         return True
 
@@ -162,12 +159,47 @@ class Learner:
     # ------------------------------------------------------------------ the steps a schedule orders
 
     def learn(self, storage: dict[str, np.ndarray], rollout: int) -> None:
-        """The rule takes what D(θ_rollout) gives and keeps it pending."""
-        self.rule.learn(storage, rollout)
+        """The rule takes what D(θ_rollout) gives and keeps it pending; its loss terms go to the stats row."""
+        for column, value in self.rule.learn(storage, rollout).items():
+            self.stats[column] = value
 
     def advance(self) -> None:
-        """θ moves on by the rule's pending work, or stays (nothing pending); the version counts up."""
-        self.rule.advance()
+        """θ moves on by the rule's pending update, or stays (nothing pending); the version counts up."""
+        update = self.rule.advance()
+        if update is None:
+            self.version += 1
+        else:
+            self.apply(update)
+
+    def apply(self, update: Update) -> None:
+        """One counted update: ``update``'s gradients stepped into θ, or its trained parameters loaded."""
+        self._check_lag(update.lag)
+        norm = self.step(self.model, update.grads) if update.grads is not None else update.norm
+        if update.params is not None:
+            self.model.load_state_dict(update.params)
+        self.stats[Stat.LAG_MEAN] = self.stats[Stat.LAG_MAX] = update.lag or 0
+        self.stats[Stat.GRAD_NORM] = norm
+        self.stats[Stat.UPDATES] += 1
+        self.version += 1
+
+    def move_to(self, rollout: int) -> None:
+        self.rollout = rollout
+        self.stats[Stat.FRAMES] = rollout * self.frames_per_rollout
+        self.stats[Stat.AGENT_STEPS] = rollout * self.slots_per_update * self.spec.steps
+
+    def publish(self) -> None:
+        """θ into the weight slot of the rollout that acts with it (version v is rollout v's)."""
+        self.weights[self.version % len(self.weights)].publish(self.model, self.version)
+        self.stats[Stat.VERSION] = self.version
+
+    def release(self, newest: int) -> None:
+        """Send "go" for every rollout up to ``newest`` not yet released."""
+        timeout = self.spec.config.reliability.queue_timeout_s
+        for rollout in range(self.released + 1, newest + 1):
+            message = encode_go(rollout, self.index, self.spec.learners)
+            for executor in self.executors:
+                self.channels.inboxes[executor].put(message, timeout=timeout)
+        self.released = max(self.released, newest)
 
     def publish_next(self, j: int, last: bool, save: bool) -> None:
         """After barrier j's update: publish the new θ and, unless a checkpoint holds them, release the envs."""
@@ -184,12 +216,7 @@ class Learner:
         frames = (j + 1) * self.frames_per_rollout
         return frames >= self.frame_budget or self.control.is_set(Flag.FINISH) or self._checkpoint_due(frames)
 
-    def move_to(self, rollout: int) -> None:
-        self.rollout = rollout
-        self.stats[Stat.FRAMES] = rollout * self.frames_per_rollout
-        self.stats[Stat.AGENT_STEPS] = rollout * self.slots_per_update * self.spec.steps
-
-    # ------------------------------------------------------------------ learning
+    # ------------------------------------------------------------------ checks and the optimizer step
 
     def _check_versions(self, storage: dict[str, np.ndarray], rollout: int) -> None:
         stamps = storage["version"][:, : self.spec.steps]
@@ -199,16 +226,10 @@ class Learner:
                 f"{self.mode.name} mode must act with version {rollout} only"
             )
 
-    def check_lag(self, data_version: int) -> None:
-        """The update about to be counted learns from data of ``data_version`` at θ of ``self.version``."""
-        lag = self.version - data_version
+    def _check_lag(self, lag: int | None) -> None:
+        """The update about to be counted learns from data ``lag`` versions older than θ."""
         if self.mode.policy_lag is not None and lag != self.mode.policy_lag:
             raise AssertionError(f"{self.mode.name} mode must learn with policy lag {self.mode.policy_lag}, got {lag}")
-
-    def apply(self, grads: list[torch.Tensor], data_version: int) -> None:
-        """One optimizer step with ``grads`` (taken on data of ``data_version``) on θ of ``self.version``."""
-        self.check_lag(data_version)
-        self.count_update(data_version, self.step(self.model, grads))
 
     def step(self, net: torch.nn.Module, grads: list[torch.Tensor]) -> float:
         """Clip and apply ``grads`` to ``net`` with the optimizer; a non-finite result is undone and raised."""
@@ -222,7 +243,7 @@ class Learner:
         else:
             norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
         if not math.isfinite(norm):
-            raise NonFiniteError(f"non-finite gradient norm ({norm}); the update was not applied: {self.kept()}")
+            raise NonFiniteError(f"non-finite gradient norm ({norm}); the update was not applied")
         backup = [p.detach().clone() for p in params]
         self._schedule_lr()
         try:
@@ -233,10 +254,8 @@ class Learner:
             raise
         if not finite:
             _restore(params, backup)
-            raise NonFiniteError(
-                f"non-finite parameters after an optimizer step (lr {self.algo.lr:g}); they were restored and "
-                f"never published: {self.kept()}"
-            )
+            raise NonFiniteError(f"non-finite parameters after an optimizer step (lr {self.algo.lr:g}); they were "
+                                 "restored and never published")
         self._record_update_norm(params, backup)
         return norm
 
@@ -257,28 +276,15 @@ class Learner:
         self.stats[Stat.UPDATE_NORM] = norm
         self.stats[Stat.MAX_UPDATE_NORM] = max(self.stats[Stat.MAX_UPDATE_NORM], norm)
 
-    def count_update(self, data_version: int, norm: float) -> None:
-        self.stats[Stat.LAG_MEAN] = self.stats[Stat.LAG_MAX] = self.version - data_version
-        self.stats[Stat.GRAD_NORM] = norm
-        self.stats[Stat.UPDATES] += 1
-        self.version += 1
-
-    def kept(self) -> str:
-        return f"the checkpoint keeps the parameters of version {self.version} ({int(self.stats[Stat.UPDATES])} updates)"
-
-    def publish(self) -> None:
-        """θ into the weight slot of the rollout that acts with it (version v is rollout v's)."""
-        self.weights[self.version % len(self.weights)].publish(self.model, self.version)
-        self.stats[Stat.VERSION] = self.version
-
-    def release(self, newest: int) -> None:
-        """Send "go" for every rollout up to ``newest`` not yet released."""
-        timeout = self.spec.config.reliability.queue_timeout_s
-        for rollout in range(self.released + 1, newest + 1):
-            message = encode_go(rollout, self.index, self.spec.learners)
-            for executor in self.executors:
-                self.channels.inboxes[executor].put(message, timeout=timeout)
-        self.released = max(self.released, newest)
+    @contextmanager
+    def _naming_what_is_kept(self):
+        """The rule or the step says what was not finite; the learner, which owns the version, adds what
+        the checkpoint keeps instead."""
+        try:
+            yield
+        except NonFiniteError as exc:
+            kept = f"the checkpoint keeps the parameters of version {self.version} ({int(self.stats[Stat.UPDATES])} updates)"
+            raise NonFiniteError(f"{exc}: {kept}").with_traceback(exc.__traceback__) from None
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -327,7 +333,7 @@ class Learner:
 
     def _complete_checkpoint(self, timeout: float) -> bool:
         rollout, checkpoint = self.pending_checkpoint
-        if not self.spec.gala and not self.control.env_saved(self.executor_workers, rollout):
+        if not self.spec.gala and not self.control.env_saved(range(self.spec.config.engine.executors), rollout):
             if timeout > 0:
                 time.sleep(min(timeout, 0.002))  # the executors answer within one poll
             return False

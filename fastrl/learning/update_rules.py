@@ -1,55 +1,91 @@
-"""Update rules: what the learner learns from the storage of rollout j, and how θ moves on.
+"""Update rules: what the learner learns from the storage of rollout j, and what θ becomes.
 
-One small strategy per (algorithm, mode) so the learner's barrier stays the same for all. A
-rule has two steps, and the learner orders them by mode (``fastrl.modes``):
+One small strategy per (algorithm, the mode's policy lag), so the learner's barrier is the same
+for all. A rule computes and returns; the learner owns the version, the optimizer, the lag check,
+the stats row and publishing. A rule is given θ (``model``), the algorithm's config, the device,
+the run's seed and the learner's checked optimizer ``step(net, grads) -> gradient norm``; it
+names the net that step trains (``trained``: θ, or hts PPO's trainee), and the learner builds the
+optimizer over it. Its steps, in the order the mode's schedule calls them (``fastrl.modes``):
 
-- ``learn(storage, j)`` takes what D(θ_j) gives (gradients, PPO epochs) and keeps it pending;
-- ``advance()`` makes the next θ from what is pending, or θ unchanged when nothing is (θ_1 = θ_0
-  in hts: there is no D(θ_{-1})), and counts the version.
+- ``learn(storage, j)`` takes what D(θ_j) gives (gradients, PPO epochs), keeps it pending and
+  returns its loss terms by stats column;
+- ``advance()`` hands over the pending work as an ``Update`` (gradients for the learner to apply,
+  or parameters already trained), or None when nothing is pending (θ_1 = θ_0 in hts: there is no
+  D(θ_{-1})).
 
 The rules:
 
+- ``Gradient``    the base of the next three: one loss's gradient at the θ that acted, applied by the learner.
 - ``A2CSync``     the gradient of D(θ_j) at θ_j gives θ_{j+1} (lag 0).
 - ``A2CDelayed``  HTS-RL eq. 6: θ_{j+1} = θ_j − η g_{j−1}; g_j is taken at θ_j (``behaviour``,
                   kept when the model moves on) on D(θ_j) (lag 1).
-- ``PPO``         epochs of clipped-surrogate minibatches. ``sync``: on D(θ_j) from θ_j (lag 0).
-                  ``hts``: the epochs on D(θ_j) start from θ_{j+1}, the parameters the envs act
-                  with next, in a ``trainee``; ``advance`` publishes the trainee (lag 1, the
-                  clipped ratio absorbs it).
-- ``Impala``      async: no barrier; ``learn_batch`` takes one gathered batch of full slots (V-trace
-                  corrects the measured lag).
+- ``PPO``         epochs of clipped-surrogate minibatches. Lag 0 (sync): on D(θ_j) from θ_j. Lag 1
+                  (hts): the epochs on D(θ_j) start from θ_{j+1}, the parameters the envs act with
+                  next, in a ``trainee``; ``advance`` hands over the trainee's parameters (the
+                  clipped ratio absorbs the lag).
+- ``Impala``      async: one V-trace step per gathered batch of full slots (it corrects the lag).
 - ``Collect``     no learning (benchmarks): same barriers and versions.
+
+A non-finite loss raises ``NonFiniteError`` before anything is applied; the learner adds what its
+checkpoint keeps.
 """
 from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
 
 from csrc_free_kernels.gae import gae
-from fastrl.algos.a2c import a2c_loss, make_optimizer
+from fastrl.algos.a2c import a2c_loss
 from fastrl.algos.impala import impala_loss
 from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.algos.time_limits import final_values
 from fastrl.buffers.control import Stat
+from fastrl.config import AlgoConfig
 from fastrl.models.normalizer import observe_observations, observe_returns, observed_rows
 from fastrl.process.faults import NonFiniteError
 
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
 
+Step = Callable[[torch.nn.Module, list[torch.Tensor]], float]  # the learner's checked optimizer step
+Losses = dict[Stat, float]  # what a rule's learn produced, by stats column
+
+
+@dataclass(frozen=True)
+class Update:
+    """A rule's pending work, handed to the learner to apply and count as one update."""
+
+    lag: int | None  # θ's version minus the version of the data learned from; None: measured (async)
+    grads: list[torch.Tensor] | None = None  # to apply to θ with the learner's step
+    params: dict | None = None  # or θ's new parameters, already trained (hts PPO's trainee)
+    norm: float = 0.0  # the gradient norm of that training's last step
+
 
 class UpdateRule:
-    def __init__(self, learner) -> None:
-        self.learner = learner
+    lag: int | None = 0
 
-    def learn(self, storage: dict[str, np.ndarray], rollout: int) -> None:
+    def __init__(self, model: torch.nn.Module, algo: AlgoConfig, device: torch.device, step: Step, seed: int):
+        self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
+
+    @property
+    def trained(self) -> torch.nn.Module:
+        """The net the learner's optimizer steps."""
+        return self.model
+
+    def warm_up(self, storage: dict[str, np.ndarray]) -> None:
+        """One loss and backward on a (still zero) slot so the first update pays no JIT/lazy-init cost."""
+
+    def learn(self, storage: dict[str, np.ndarray], rollout: int) -> Losses:
         """Take what the data of ``rollout`` gives and keep it pending for ``advance``."""
+        return {}
 
-    def advance(self) -> None:
-        """θ moves on by what is pending (unchanged when nothing is); the version counts up."""
-        self.learner.version += 1
+    def advance(self) -> Update | None:
+        """The pending work, no longer pending; None when there is none (θ stays as it is)."""
+        return None
 
     def state(self) -> dict:
         """Rule state beyond θ and the optimizer that a resumed run needs."""
@@ -65,88 +101,64 @@ class UpdateRule:
             return
         obs = storage["obs"][:, : storage["action"].shape[1] - 1]
         rows = obs.reshape(-1, *obs.shape[2:])[observed_rows(obs.shape[0] * obs.shape[1])]
-        observe_observations(net, torch.from_numpy(rows).to(self.learner.device))
-
-    def _record(self, policy_loss: float, value_loss: float, entropy: float) -> None:
-        stats = self.learner.stats
-        stats[Stat.POLICY_LOSS], stats[Stat.VALUE_LOSS], stats[Stat.ENTROPY] = policy_loss, value_loss, entropy
-
-    def _check_finite(self, rollout: int, policy_loss: float, value_loss: float, entropy: float) -> None:
-        if not all(map(math.isfinite, (policy_loss, value_loss, entropy))):
-            raise NonFiniteError(
-                f"non-finite loss (policy {policy_loss}, value {value_loss}, entropy {entropy}) on the data of "
-                f"rollout {rollout}; no update was made from it: {self.learner.kept()}"
-            )
+        observe_observations(net, torch.from_numpy(rows).to(self.device))
 
 
 class Collect(UpdateRule):
     """No learning: versions still count, so the barriers and stamps are those of a learning run."""
 
-    def learn_batch(self, storage, batch: int) -> float:
-        return 0.0
 
+class Gradient(UpdateRule):
+    """The gradient of one loss on the storage at the parameters that acted, kept for the learner to apply."""
 
-class Impala(UpdateRule):
-    """One IMPALA step per batch; the async learner counts the update and its measured lag."""
-
-    def learn_batch(self, storage, batch: int) -> float:
-        learner, net = self.learner, self.learner.model
-        self._observe(net, storage)
-        net.zero_grad(set_to_none=True)
-        loss, stats = impala_loss(net, storage, learner.algo, learner.device)
-        terms = (stats.policy_loss, stats.value_loss, stats.entropy)
-        self._check_finite(batch, *terms)
-        loss.backward()
-        self._record(*terms)
-        return learner.step(net, [p.grad if p.grad is not None else torch.zeros_like(p) for p in net.parameters()])
-
-
-class A2CSync(UpdateRule):
-    lag = 0  # the pending gradient was taken on the data of the version it is applied to
-
-    def __init__(self, learner) -> None:
-        super().__init__(learner)
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self.pending_grads: list[torch.Tensor] | None = None
 
+    def _loss(self, net: torch.nn.Module, storage):
+        raise NotImplementedError
+
+    def warm_up(self, storage):
+        self._loss(self.model, storage)[0].backward()
+        self.model.zero_grad(set_to_none=True)
+
     def learn(self, storage, rollout):
-        self._observe(self.learner.model, storage)
-        self.pending_grads = self._gradients(self._acting(), storage, rollout)
+        self._observe(self.model, storage)
+        net = self._acting()
+        net.zero_grad(set_to_none=True)
+        loss, stats = self._loss(net, storage)
+        losses = _checked(rollout, stats.policy_loss, stats.value_loss, stats.entropy)
+        loss.backward()
+        self.pending_grads = _grads(net)
+        return losses
 
     def _acting(self) -> torch.nn.Module:
         """The parameters the data was collected with."""
-        return self.learner.model
+        return self.model
 
     def advance(self):
-        learner = self.learner
-        grads, self.pending_grads = self.pending_grads, None  # consumed even if it fails
-        if grads is None:
-            learner.version += 1
-        else:
-            learner.apply(grads, data_version=learner.version - self.lag)
+        grads, self.pending_grads = self.pending_grads, None  # consumed even if applying it fails
+        return None if grads is None else Update(self.lag, grads=grads)
 
-    def _gradients(self, net: torch.nn.Module, storage, rollout: int) -> list[torch.Tensor]:
-        net.zero_grad(set_to_none=True)
-        loss, stats = a2c_loss(net, storage, self.learner.algo, self.learner.device)
-        terms = (stats.policy_loss, stats.value_loss, stats.entropy)
-        self._check_finite(rollout, *terms)
-        loss.backward()
-        self._record(*terms)
-        return [p.grad if p.grad is not None else torch.zeros_like(p) for p in net.parameters()]
+
+class A2CSync(Gradient):
+    def _loss(self, net, storage):
+        return a2c_loss(net, storage, self.algo, self.device)
 
 
 class A2CDelayed(A2CSync):
     lag = 1
 
-    def __init__(self, learner) -> None:
-        super().__init__(learner)
-        self.behaviour = copy.deepcopy(learner.model)  # holds θ_j while its gradient is taken
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.behaviour = copy.deepcopy(self.model)  # holds θ_j while its gradient is taken
 
     def _acting(self) -> torch.nn.Module:
         return self.behaviour
 
     def advance(self):
-        self.behaviour.load_state_dict(self.learner.model.state_dict())  # θ_j, before it moves on
-        super().advance()
+        self.behaviour.load_state_dict(self.model.state_dict())  # θ_j, before it moves on
+        return super().advance()
 
     def state(self) -> dict:
         grads = self.pending_grads
@@ -154,106 +166,135 @@ class A2CDelayed(A2CSync):
 
     def load(self, state: dict) -> None:
         grads = state.get("pending_grads")
-        self.pending_grads = [g.to(self.learner.device) for g in grads] if grads is not None else None
+        self.pending_grads = [g.to(self.device) for g in grads] if grads is not None else None
+
+
+class Impala(Gradient):
+    """One V-trace step per batch at the current θ; the async learner measures the lag."""
+
+    lag = None
+
+    def _loss(self, net, storage):
+        return impala_loss(net, storage, self.algo, self.device)
 
 
 class PPO(UpdateRule):
-    def __init__(self, learner, overlap: bool) -> None:
-        super().__init__(learner)
-        self.overlap = overlap
-        # hts: the trainee runs the epochs while ``learner.model`` keeps the published θ
-        self.trainee = copy.deepcopy(learner.model) if overlap else learner.model
-        learner.optimizer = make_optimizer(self.trainee, learner.algo)
-        self.pending = False  # the trainee holds epochs not yet published
-        self.norm = 0.0  # gradient norm of the trainee's last step, logged when it is published
+    def __init__(self, *args, lag: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lag = lag
+        # hts: the trainee runs the epochs while ``model`` keeps the published θ
+        self.trainee = copy.deepcopy(self.model) if lag else self.model
+        self.pending = False  # the trainee holds epochs not yet handed over
+        self.norm = 0.0  # gradient norm of the trainee's last step, counted when it is handed over
+
+    @property
+    def trained(self) -> torch.nn.Module:
+        return self.trainee
+
+    def warm_up(self, storage):
+        steps = storage["action"].shape[1] - 1
+        rows = lambda key: torch.from_numpy(storage[key][:, :steps]).to(self.device).flatten(0, 1)  # noqa: E731
+        zeros = torch.zeros(rows("reward").shape, device=self.device)
+        batch = PPOBatch(rows("obs"), rows("action"), rows("logp"), zeros, zeros, zeros)
+        algo = self.algo
+        loss, _ = ppo_loss(self.trainee, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
+                           algo.normalize_advantages)
+        loss.backward()
+        self.trainee.zero_grad(set_to_none=True)
 
     def learn(self, storage, rollout):
         self._observe(self.trainee, storage)
-        self.norm = self._epochs(storage, rollout)  # sync: from θ_j; hts: from θ_{j+1}, what the envs act with next
+        # sync: from θ_j; hts: from θ_{j+1}, what the envs act with next
+        losses, self.norm = self._epochs(storage, rollout)
         self.pending = True
+        return losses
 
     def advance(self):
-        learner = self.learner
         if not self.pending:
-            learner.version += 1  # θ_1 = θ_0, as in A2C's delayed gradient
-            return
-        data_version = learner.version - 1 if self.overlap else learner.version
-        learner.check_lag(data_version)
-        if self.overlap:
-            learner.model.load_state_dict(self.trainee.state_dict())
+            return None  # θ_1 = θ_0, as in A2C's delayed gradient
         self.pending = False
-        learner.count_update(data_version, self.norm)
+        return Update(self.lag, params=self.trainee.state_dict() if self.lag else None, norm=self.norm)
 
-    def _epochs(self, storage, rollout: int) -> float:
-        """``algo.epochs`` passes of minibatch steps on the trainee; returns the last gradient norm."""
-        learner, algo, net = self.learner, self.learner.algo, self.trainee
+    def _epochs(self, storage, rollout: int) -> tuple[Losses, float]:
+        """``algo.epochs`` passes of minibatch steps on the trainee; its mean loss terms and last gradient norm."""
+        algo, net = self.algo, self.trainee
         data = self._flatten(storage)
         value_scale = observe_returns(net, data.returns)  # algo.normalize_returns (1.0 without)
         count = data.actions.shape[0]
-        rng = np.random.default_rng([learner.spec.config.run.seed, PPO_STREAM, rollout])  # never from timing
-        totals, drift, norm, steps = np.zeros(3), np.zeros(2), 0.0, 0
+        rng = np.random.default_rng([self.seed, PPO_STREAM, rollout])  # never from timing
+        totals, norm, steps = np.zeros(5), 0.0, 0
         for _ in range(algo.epochs):
             for index in minibatch_indices(count, algo.minibatches, rng):
-                index = torch.from_numpy(index).to(learner.device)
+                index = torch.from_numpy(index).to(self.device)
                 batch = PPOBatch(*(getattr(data, f)[index] for f in PPOBatch.__dataclass_fields__))
                 net.zero_grad(set_to_none=True)
                 loss, stats = ppo_loss(net, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
                                        algo.normalize_advantages, value_scale)
-                terms = (stats.policy_loss, stats.value_loss, stats.entropy)
-                self._check_finite(rollout, *terms)
+                _checked(rollout, stats.policy_loss, stats.value_loss, stats.entropy)
                 loss.backward()
-                norm = learner.step(net, [p.grad if p.grad is not None else torch.zeros_like(p) for p in net.parameters()])
-                totals += terms
-                drift += (stats.clip_fraction, stats.approx_kl)
+                norm = self.step(net, _grads(net))
+                totals += (stats.policy_loss, stats.value_loss, stats.entropy, stats.clip_fraction, stats.approx_kl)
                 steps += 1
-        self._record(*(totals / steps))
-        learner.stats[Stat.CLIP_FRACTION], learner.stats[Stat.APPROX_KL] = drift / steps
-        return norm
+        columns = (Stat.POLICY_LOSS, Stat.VALUE_LOSS, Stat.ENTROPY, Stat.CLIP_FRACTION, Stat.APPROX_KL)
+        return dict(zip(columns, totals / steps)), norm
 
     @torch.no_grad()
     def _flatten(self, storage) -> PPOBatch:
         """Advantages by GAE, as flat [N*T] rows, from the values the actors wrote while acting (CleanRL and
         stable-baselines3 take them so; forwarding every row again took a fifth of the Pong learner's time)
         and the trainee's values of what the rollout ends on: row T and the final observations of truncations."""
-        learner, algo = self.learner, self.learner.algo
+        algo, device = self.algo, self.device
         steps = storage["action"].shape[1] - 1
-        obs = torch.from_numpy(storage["obs"]).to(learner.device)
+        obs = torch.from_numpy(storage["obs"]).to(device)
         acted = storage["value"][:, :steps]
         _, bootstrap = self.trainee(obs[:, steps])
         advantages = gae(storage["reward"][:, :steps], storage["done"][:, :steps],
                          np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
                          algo.gamma, algo.gae_lambda,
-                         final_values=final_values(self.trainee, storage, learner.device))  # time limits
-        advantages = torch.from_numpy(advantages).to(learner.device)
-        values = torch.from_numpy(np.ascontiguousarray(acted, dtype=np.float32)).to(learner.device)
+                         final_values=final_values(self.trainee, storage, device))  # time limits
+        advantages = torch.from_numpy(advantages).to(device)
+        values = torch.from_numpy(np.ascontiguousarray(acted, dtype=np.float32)).to(device)
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
         return PPOBatch(
             obs=flat(obs[:, :steps]),
-            actions=flat(torch.from_numpy(storage["action"][:, :steps]).to(learner.device)),
-            old_logp=flat(torch.from_numpy(storage["logp"][:, :steps]).to(learner.device)),
+            actions=flat(torch.from_numpy(storage["action"][:, :steps]).to(device)),
+            old_logp=flat(torch.from_numpy(storage["logp"][:, :steps]).to(device)),
             old_values=flat(values),
             advantages=flat(advantages),
             returns=flat(advantages + values),
         )
 
     def state(self) -> dict:
-        return {"trainee": self.trainee.state_dict() if self.overlap and self.pending else None}
+        return {"trainee": self.trainee.state_dict() if self.lag and self.pending else None}
 
     def load(self, state: dict) -> None:
-        if not self.overlap:
+        if not self.lag:
             return
         trainee = state.get("trainee")
         self.pending = trainee is not None
-        self.trainee.load_state_dict(trainee if trainee is not None else self.learner.model.state_dict())
+        self.trainee.load_state_dict(trainee if trainee is not None else self.model.state_dict())
 
 
-def make_rule(learner) -> UpdateRule:
-    """The rule of ``algo.name`` for the mode's policy lag (which mode takes which algorithm: ``fastrl.modes``)."""
-    name, overlap = learner.algo.name, learner.mode.policy_lag == 1
-    if name == "none":
-        return Collect(learner)
-    if name == "impala":
-        return Impala(learner)
-    if name == "ppo":
-        return PPO(learner, overlap)
-    return A2CDelayed(learner) if overlap else A2CSync(learner)
+def make_rule(algorithm: str, lag: int | None, *given) -> UpdateRule:
+    """The rule of ``algo.name`` for a mode of policy ``lag``; ``given``: what every rule takes (see
+    ``UpdateRule``). Which mode takes which algorithm is ``fastrl.modes``' to say (the config checked it)."""
+    if algorithm == "none":
+        return Collect(*given)
+    if algorithm == "impala":
+        return Impala(*given)
+    if algorithm == "ppo":
+        return PPO(*given, lag=lag)
+    return A2CDelayed(*given) if lag == 1 else A2CSync(*given)
+
+
+def _checked(rollout: int, policy_loss: float, value_loss: float, entropy: float) -> Losses:
+    if not all(map(math.isfinite, (policy_loss, value_loss, entropy))):
+        raise NonFiniteError(
+            f"non-finite loss (policy {policy_loss}, value {value_loss}, entropy {entropy}) on the data of "
+            f"rollout {rollout}; no update was made from it"
+        )
+    return {Stat.POLICY_LOSS: policy_loss, Stat.VALUE_LOSS: value_loss, Stat.ENTROPY: entropy}
+
+
+def _grads(net: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad if p.grad is not None else torch.zeros_like(p) for p in net.parameters()]
