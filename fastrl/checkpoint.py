@@ -2,13 +2,14 @@
 
 ``RUN_DIR/checkpoints/`` holds:
 
-- ``ckpt-<rollout>.pt``: a ``torch.save``d dict; ``<rollout>`` is the rollout the run goes on
-  with. Keys: ``model`` (the last good parameters: evaluate or deploy these), ``optimizer``,
-  ``version``, ``updates``, ``frames``, ``rollout``, ``config`` (resolved), ``rng``, ``kind``
-  (``barrier``, ``final``, ``stop``, ``shared-params``), ``exact`` (env states were saved with
-  it), ``env_states`` (the folder below, or None) and ``resume`` (the learner state to go on
-  from: in ``hts`` a final checkpoint's ``model`` has the last gradient applied, ``resume``
-  holds the state before it and the pending gradient).
+- ``ckpt-<rollout>.pt``: a ``torch.save``d dict (``build_checkpoint``, format ``FORMAT``);
+  ``<rollout>`` is the rollout the run goes on with. Keys: ``model`` (the last good parameters:
+  evaluate or deploy these), ``optimizer``, ``version``, ``updates``, ``frames``, ``rollout``,
+  ``config`` (resolved), ``rng`` (the learner's), ``kind`` (``barrier``, ``final``, ``stop``,
+  ``periodic``, ``shared-params``, ``gala-average``), ``exact`` (env states were saved with it),
+  ``env_states`` (the folder below, or None) and ``resume`` (the learner state to go on from: in
+  ``hts`` a final checkpoint's ``model`` has the last gradient applied, ``resume`` holds the
+  state before it and the pending gradient).
 - ``ckpt-<rollout>.envs/executor-<i>.pkl``: every env's state, RNG stream, episode counters and
   last observation at that barrier, written by the executors while the envs were parked.
 - ``latest.pt``: a hard link to the newest ``ckpt-*.pt``.
@@ -31,9 +32,19 @@ from typing import Any, Callable
 log = logging.getLogger(__name__)
 
 LATEST = "latest.pt"
+FORMAT = 1  # of the dict build_checkpoint makes
+SAVED = ("model", "optimizer", "version", "rollout", "updates", "frames")  # of a learner's state, at the top
 _NUMBERED = re.compile(r"^ckpt-(\d+)\.pt$")
 _ENV_DIR = re.compile(r"^ckpt-(\d+)\.envs$")
 _TEMPORARY = re.compile(r"^\..+\.(\d+)\.tmp$")  # atomic_write's, named after the writing pid
+
+
+def build_checkpoint(kind: str, state: dict, config: dict, resume: dict | None, **extra: Any) -> dict:
+    """The one layout of a checkpoint file: ``state``'s parameters and counters (``SAVED``), the run's
+    resolved ``config``, the learner state a resumed run goes on from, and ``extra`` keys (``rng``;
+    ``exact`` and ``env_states`` where the executors saved the envs with it; gala's ``gala``)."""
+    return {"format": FORMAT, "kind": kind, **{k: state[k] for k in SAVED}, "config": config,
+            "exact": False, "env_states": None, "resume": resume, **extra}
 
 
 def checkpoint_name(rollout: int) -> str:

@@ -75,7 +75,6 @@ class AsyncLearner(Learner):
     def _save(self, kind: str) -> None:
         """Write a (never exact) checkpoint now; the last one also ends the run."""
         checkpoint = self._checkpoint(kind)
-        checkpoint.update(exact=False, env_states=None)
         self.store.save(checkpoint, self.rollout)
         self.last_checkpoint = (time.monotonic(), checkpoint["frames"])
         if kind == "final":

@@ -33,7 +33,8 @@ import torch
 from fastrl.algos.a2c import make_optimizer
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Done, Flag, Stat
-from fastrl.checkpoint import CheckpointStore, load_checkpoint
+from fastrl.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
+from fastrl.learning import agent_steps_per_update, frames_per_update
 from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.learning.update_rules import Update, make_rule
 from fastrl.models.policy import build_policy, resolve_device
@@ -44,7 +45,6 @@ from fastrl.sampling.channels import Channels, decode_rollout_done, encode_go
 from fastrl.seeding import model_seed
 
 log = logging.getLogger(__name__)
-CHECKPOINT_FORMAT = 1
 
 __all__ = ["Learner", "NonFiniteError"]
 
@@ -72,9 +72,8 @@ class Learner:
         self.version = 0  # of self.model; rollout j acts with version j
         self.released = -1  # the newest rollout whose "go" was sent
         self.arrived = [0, 0]  # envs done, by rollout parity (with run-ahead, j+1's may come before j's)
-        # slots learned from per update: every owned env's (barrier modes) or one async batch
-        self.slots_per_update = config.algo.batch_slots if self.mode.queued else len(self.owned)
-        self.frames_per_rollout = self.slots_per_update * spec.steps * spec.env_info.frames_per_step
+        self.steps_per_update = agent_steps_per_update(spec, index)
+        self.frames_per_update = frames_per_update(spec, index)
         self.frame_budget = config.run.total_frames // spec.learners  # gala: an equal share each
         directory = f"{spec.checkpoint_dir}/learner-{index}" if spec.gala else spec.checkpoint_dir
         self.store = CheckpointStore(directory, config.run.keep_checkpoints)
@@ -145,7 +144,7 @@ class Learner:
         first = self.mode.first_slot(j, self.spec.envs) + self.owned.start
         storage = self.buffers.slots.storage(first, len(self.owned))
         self._check_versions(storage, j)
-        frames = (j + 1) * self.frames_per_rollout
+        frames = (j + 1) * self.frames_per_update
         parked = self.released == j  # no env has begun rollout j+1: their states can be saved here
         last = parked and (frames >= self.frame_budget or self.control.is_set(Flag.FINISH))
         save = parked and (last or self._checkpoint_due(frames))
@@ -184,8 +183,8 @@ class Learner:
 
     def move_to(self, rollout: int) -> None:
         self.rollout = rollout
-        self.stats[Stat.FRAMES] = rollout * self.frames_per_rollout
-        self.stats[Stat.AGENT_STEPS] = rollout * self.slots_per_update * self.spec.steps
+        self.stats[Stat.FRAMES] = rollout * self.frames_per_update
+        self.stats[Stat.AGENT_STEPS] = rollout * self.steps_per_update
 
     def publish(self) -> None:
         """θ into the weight slot of the rollout that acts with it (version v is rollout v's)."""
@@ -213,7 +212,7 @@ class Learner:
             self.gossip.measure(self.model)
 
     def parks_at(self, j: int) -> bool:
-        frames = (j + 1) * self.frames_per_rollout
+        frames = (j + 1) * self.frames_per_update
         return frames >= self.frame_budget or self.control.is_set(Flag.FINISH) or self._checkpoint_due(frames)
 
     # ------------------------------------------------------------------ checks and the optimizer step
@@ -308,25 +307,19 @@ class Learner:
         }
         return copy.deepcopy(state) if copied else state
 
-    def _checkpoint(self, kind: str, resume_state: dict | None = None) -> dict:
+    def _checkpoint(self, kind: str, resume_state: dict | None = None, exact: bool = False) -> dict:
+        """``exact``: the executors save their env states beside it, in the folder it names."""
         state = self.state()
-        return {
-            "format": CHECKPOINT_FORMAT,
-            "kind": kind,
-            **{k: state[k] for k in ("model", "optimizer", "version", "rollout", "updates", "frames")},
-            "config": self.spec.config.to_dict(),
-            "rng": {"torch": torch.get_rng_state()},
-            "exact": kind in ("barrier", "final"),
-            "env_states": self.store.env_dir(self.rollout).name if kind in ("barrier", "final") else None,
-            "resume": resume_state or _resumable(state),
-        }
+        return build_checkpoint(kind, state, self.spec.config.to_dict(), resume_state or _resumable(state),
+                                rng={"torch": torch.get_rng_state()}, exact=exact,
+                                env_states=self.store.env_dir(self.rollout).name if exact else None)
 
     def _begin_checkpoint(self, kind: str, resume_state: dict | None) -> None:
         """The envs are parked at this barrier: ask the executors for their env states, write when all are in."""
-        self.pending_checkpoint = (self.rollout, self._checkpoint(kind, resume_state))
+        exact = not self.spec.gala  # gala's learners are at different rollouts: no env-state barrier
+        self.pending_checkpoint = (self.rollout, self._checkpoint(kind, resume_state, exact))
         self.last_checkpoint = (time.monotonic(), self.pending_checkpoint[1]["frames"])  # run-ahead plans on it now
-        if self.spec.gala:  # learners at different rollouts: no env-state barrier, write now
-            self.pending_checkpoint[1].update(exact=False, env_states=None)
+        if not exact:  # write now
             self._complete_checkpoint(0)
             return
         self.control.request_env_saves(self.rollout)

@@ -86,6 +86,10 @@ class ModeSpec:
     def slot_count(self, envs: int, batch_slots: int) -> int:
         return envs + 2 * batch_slots if self.queued else envs * self.storages
 
+    def slots_per_update(self, owned_envs: int, batch_slots: int) -> int:
+        """Slots one update learns from: every owned env's (barrier modes) or one batch (queued)."""
+        return batch_slots if self.queued else owned_envs
+
 
 @dataclass(frozen=True)
 class Mode:

@@ -15,7 +15,8 @@ import logging
 
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Done, Stat
-from fastrl.checkpoint import CheckpointStore, load_checkpoint
+from fastrl.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
+from fastrl.learning import frames_per_update
 from fastrl.run_dir import RunDir
 from fastrl.process.faults import Outcome
 from fastrl.process.spec import RunSpec
@@ -56,26 +57,20 @@ def _save_gala(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore) -> st
     models = [c["model"] for _, c in checkpoints]
     average = {k: torch.stack([m[k].double() for m in models]).mean(0).to(models[0][k].dtype) for k in models[0]}
     rollout = max(c["rollout"] for _, c in checkpoints)
-    store.save({
-        "format": 1,
-        "kind": "gala-average",
+    state = {
         "model": average,
         "optimizer": None,
         "version": min(c["version"] for _, c in checkpoints),
         "rollout": rollout,
         "updates": sum(c["updates"] for _, c in checkpoints),
         "frames": sum(c["frames"] for _, c in checkpoints),
-        "config": spec.config.to_dict(),
-        "exact": False,
-        "env_states": None,
-        "resume": None,
-        "gala": {
-            "learners": spec.learners,
-            "mixing": spec.config.gala.mixing,
-            "learner_checkpoints": [str(path.relative_to(store.directory)) for path, _ in checkpoints],
-            "learner_versions": [c["version"] for _, c in checkpoints],
-        },
-    }, rollout)
+    }
+    store.save(build_checkpoint("gala-average", state, spec.config.to_dict(), resume=None, gala={
+        "learners": spec.learners,
+        "mixing": spec.config.gala.mixing,
+        "learner_checkpoints": [str(path.relative_to(store.directory)) for path, _ in checkpoints],
+        "learner_versions": [c["version"] for _, c in checkpoints],
+    }), rollout)
     return None
 
 
@@ -87,29 +82,17 @@ def _save_from_shared_params(spec: RunSpec, buffers: RunBuffers, store: Checkpoi
     version = buffers.newest_params(learner).snapshot_into(model)
     if version is None:
         return "the learner never published weights, or died while publishing them"
-    stats = buffers.control.learner_stats[learner]
-    slots_per_update = spec.config.algo.batch_slots if spec.mode.queued else len(spec.learner_envs(learner))
     state = {
         "model": model.state_dict(),
         "optimizer": None,
-        "pending_grads": None,
         "version": version,
         "rollout": version,  # sync and hts: version v is the one rollout v acts with; async: v batches
-        "updates": int(stats[Stat.UPDATES]),
-        "frames": version * slots_per_update * spec.steps * spec.env_info.frames_per_step,
+        "updates": int(buffers.control.learner_stats[learner][Stat.UPDATES]),
+        "frames": version * frames_per_update(spec, learner),
     }
     if version in store.rollouts():  # the learner's own checkpoint of these very weights
         store.point_latest_at(version)
         return None
-    checkpoint = {
-        "format": 1,
-        "kind": "shared-params",
-        **{k: v for k, v in state.items() if k != "pending_grads"},
-        "config": spec.config.to_dict(),
-        "exact": False,
-        "env_states": None,
-        "resume": state,
-    }
-    store.save(checkpoint, version)
+    store.save(build_checkpoint("shared-params", state, spec.config.to_dict(), resume=state), version)
     log.warning("the learner could not save; wrote version %d from the shared weights to %s", version, store.latest)
     return None
