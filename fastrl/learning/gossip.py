@@ -29,9 +29,9 @@ from fastrl.buffers.control import Flag, Stat
 from fastrl.buffers.params import VERSION
 from fastrl.process.faults import StopRequested
 
-# mailbox header columns beyond the seqlock's [SEQ, VERSION]
-CONSUMED, FINAL = 2, 3
-# allreduce header columns
+# mailbox header columns after the seqlock's [SEQ, VERSION]: the version the out-peer read last, "sends no more"
+CONSUMED, FINAL = VERSION + 1, VERSION + 2
+# allreduce header columns: the update this learner posted last, "posts no more"
 POSTED, REDUCE_FINAL = 0, 1
 BEAT_INTERVAL_S = 0.2
 MAX_PAUSE_S = 0.001
