@@ -18,8 +18,8 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from fastrl.models.mlp import check_policy_args, init_orthogonal, obs_to_float
-from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer
+from fastrl.models.mlp import check_policy_args, init_orthogonal
+from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer, obs_to_float
 
 _RELU_GAIN = math.sqrt(2)
 

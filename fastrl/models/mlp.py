@@ -8,18 +8,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import torch
 from torch import Tensor, nn
 
-
-def obs_to_float(obs: Tensor) -> Tensor:
-    """The observation as float32: uint8 is scaled by 1/255, float32 passes through unchanged,
-    any other dtype is cast (not scaled)."""
-    if obs.dtype == torch.uint8:
-        return obs.float().div_(255.0)  # .float() made a fresh tensor, so div_ is safe
-    if obs.dtype == torch.float32:
-        return obs
-    return obs.float()
+from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer, obs_to_float
 
 
 def init_orthogonal(layer: nn.Module, gain: float) -> nn.Module:
@@ -57,8 +48,6 @@ class MLPPolicy(nn.Module):
         super().__init__()
         self.obs_shape = check_policy_args("MLPPolicy", obs_shape, n_actions)
         self.n_actions = n_actions
-        from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer  # it imports obs_to_float from here
-
         self.obs_normalizer = ObsNormalizer(self.obs_shape) if normalize_obs else None
         self.value_normalizer = ValueNormalizer() if normalize_value else None
         try:

@@ -19,6 +19,16 @@ import torch
 from torch import Tensor, nn
 
 
+def obs_to_float(obs: Tensor) -> Tensor:
+    """The observation as float32: uint8 is scaled by 1/255, float32 passes through unchanged,
+    any other dtype is cast (not scaled)."""
+    if obs.dtype == torch.uint8:
+        return obs.float().div_(255.0)  # .float() made a fresh tensor, so div_ is safe
+    if obs.dtype == torch.float32:
+        return obs
+    return obs.float()
+
+
 class RunningMeanStd(nn.Module):
     """Running per-element mean and variance (float32 buffers), merged a batch at a time."""
 
@@ -90,8 +100,6 @@ def observe_observations(model: nn.Module, obs: Tensor) -> None:
     """Update ``model``'s observation statistics with ``obs`` ``[B, *shape]`` (env dtype), if it keeps any."""
     normalizer = getattr(model, "obs_normalizer", None)
     if normalizer is not None:
-        from fastrl.models.mlp import obs_to_float
-
         normalizer.observe(obs_to_float(obs))
 
 
