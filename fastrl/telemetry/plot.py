@@ -131,8 +131,20 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
         ax.set_title(title, loc="left", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    if len(runs) > 1:  # a line per (run, clock) would make a legend taller than the panel: name each once
+        split.legend(handles=_split_legend(split, runs), fontsize=8, ncols=2)
     axes[-1].set_xlabel("env frames" if x == "frames" else "training seconds")
     return figure
+
+
+def _split_legend(ax, runs: list[RunCurves]) -> list:
+    """Proxy lines: one per clock (its colour), one per run that has a time split (its line style)."""
+    from matplotlib.lines import Line2D
+
+    clocks = [Line2D([], [], color=f"C{color}", label=clock) for color, clock in enumerate(CLOCKS)]
+    styles = [Line2D([], [], linestyle=_STYLES[i % len(_STYLES)], color="gray", label=run.name)
+              for i, run in enumerate(runs) if not np.isnan(run.split(CLOCKS[0])).all()]
+    return clocks + styles
 
 
 def plot_runs(runs: list[str | Path] | str | Path, x: str = "frames", out: str | Path | None = None):
