@@ -2,10 +2,12 @@
 
 An adapter writes each observation into an array the executor hands it (a row of the
 shared trajectory buffer), so observations are never copied between processes or pickled.
+``make_env`` returns one (``GymEnv`` for gymnasium envs, ``AtariEnv`` for ALE ids); the
+executor holds a list of them and calls nothing else.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,6 +32,18 @@ class EnvAdapter(Protocol):
         time limit: the return bootstraps from the value of ``out``, the final observation);
         ``episode_over`` means the executor must call ``reset`` (game over or truncation).
         """
+
+    def get_state(self) -> Any:
+        """A picklable snapshot from which ``set_state`` goes on exactly (the env, its RNG, its counters),
+        taken at a checkpoint barrier. Raising means the env cannot be saved: a resumed run restarts it
+        with a seeded reset instead."""
+
+    def set_state(self, state: Any) -> None:
+        """Go on from a ``get_state`` snapshot, taken in another process (a resumed run)."""
+
+    def probe(self, seed: int = 0) -> None:
+        """One reset and step on a scratch buffer, in the main process before workers start: checks
+        what the env returns and compiles what its steps need (``probe_env``)."""
 
     def close(self) -> None:
         ...

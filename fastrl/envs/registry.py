@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from fastrl.config import EnvConfig
+from fastrl.envs.base import EnvAdapter
 from fastrl.envs.gym import EnvOutputError, GymEnv, UnsupportedEnvError
 
 DELAY_ENV_ID = "fastrl/DelayEnv-v0"
@@ -65,7 +66,7 @@ def _parameters(factory) -> set[str]:
         return set()
 
 
-def make_env(config: EnvConfig, env_index: int = 0):
+def make_env(config: EnvConfig, env_index: int = 0) -> EnvAdapter:
     """Build one env adapter; its randomness comes only from the seeds passed to ``reset``.
 
     A ``module:factory`` that takes an ``env_index`` argument gets the env's global index, so
