@@ -62,6 +62,19 @@ def test_storage_is_a_view_of_contiguous_slots():
         buffers.arena.unlink()
 
 
+def test_gala_mailboxes_sit_between_the_weights_and_the_control_block():
+    """The segment's order every worker maps (slots, published weights, gala's gossip arrays, control)
+    and the gossip arrays' shapes; a run with one learner has none of them."""
+    shape = SlotShape(2, 3, (4,), "float32")
+    one, two = (BufferPlan(shape, n_params=10, learners=n, workers=3, weight_slots=2).layout() for n in (1, 2))
+    names = [f.name for f in two.fields]
+    gossip = names[names.index("params_header") + 1 : names.index("params_header") + 5]
+    assert gossip == ["mailbox", "mailbox_header", "allreduce", "allreduce_header"]
+    assert [two.field(name).shape for name in gossip] == [(2, 10), (2, 8), (2, 2, 10), (2, 8)]
+    assert two.field("params").shape == (4, 10)  # learner l's weight slot k is row l * 2 + k
+    assert not {"mailbox", "allreduce"} & {f.name for f in one.fields}
+
+
 def test_params_publish_and_load_by_version():
     model = torch.nn.Linear(3, 2)
     n = sum(t.numel() for t in model.state_dict().values())

@@ -1,4 +1,5 @@
-"""Shared-memory buffers: one segment per run holding trajectory slots, weights and control."""
+"""Shared-memory buffers: one segment per run holding trajectory slots, weights, gala's mailboxes
+(``mailboxes``) and control."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,17 +7,15 @@ from dataclasses import dataclass
 from fastrl.buffers.arena import Arena, ArenaSpec
 from fastrl.buffers.control import Control, control_arrays
 from fastrl.buffers.layout import Layout
+from fastrl.buffers.mailboxes import gossip_arrays
 from fastrl.buffers.slots import SlotShape, TrajectorySlots
 
 
 def param_arrays(n_params: int, learners: int, weight_slots: int = 1) -> list[tuple[str, tuple[int, ...], str]]:
-    # header rows are 8 int64 = one cache line per weight set: [seqlock counter, version, ...]
-    sets = learners * weight_slots  # learner l's slot k is row l * weight_slots + k
-    arrays = [("params", (sets, n_params), "float32"), ("params_header", (sets, 8), "int64")]
-    if learners > 1:  # gala: each learner's outgoing message, and gradients for allreduce (two iterations' worth)
-        arrays += [("mailbox", (learners, n_params), "float32"), ("mailbox_header", (learners, 8), "int64"),
-                   ("allreduce", (2, learners, n_params), "float32"), ("allreduce_header", (learners, 8), "int64")]
-    return arrays
+    """The published weights (``fastrl.buffers.params``): learner l's slot k is row l * weight_slots + k;
+    its header row, 8 int64 = one cache line, is [seqlock counter, version, ...]."""
+    sets = learners * weight_slots
+    return [("params", (sets, n_params), "float32"), ("params_header", (sets, 8), "int64")]
 
 
 @dataclass(frozen=True)
@@ -33,6 +32,7 @@ class BufferPlan:
         return Layout.plan(
             self.slot_shape.arrays()
             + param_arrays(self.n_params, self.learners, self.weight_slots)
+            + gossip_arrays(self.n_params, self.learners)
             + control_arrays(self.workers, self.learners)
         )
 
