@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import fastrl
-import fastrl.process.serial
+import fastrl.learning.async_learner
+import fastrl.sampling.executor
 from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError
 from fastrl.learning.async_learner import AsyncLearner
@@ -63,8 +64,8 @@ def test_async_serial_returns_every_slot(tmp_path, monkeypatch):
                         slots=self.buffers.slots.shape.slots)
             super().shutdown()
 
-    monkeypatch.setattr(fastrl.process.serial, "Executor", Tracked)
-    monkeypatch.setattr(fastrl.process.serial, "AsyncLearner", Counting)
+    monkeypatch.setattr(fastrl.sampling.executor, "Executor", Tracked)
+    monkeypatch.setattr(fastrl.learning.async_learner, "AsyncLearner", Counting)
     summary, _ = _train(tmp_path, "serial", "engine.serial=true", "engine.executors=2", "run.total_frames=2000")
     assert summary["status"] == "complete"
     held = [int(ex.row[i]) // (ex.steps + 1) for ex in executors for i in range(len(ex.env_list)) if i not in ex.waiting]

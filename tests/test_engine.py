@@ -45,9 +45,13 @@ def test_run_writes_summary_metrics_config_and_checkpoint(tmp_path, mode, algo):
 
 @pytest.mark.parametrize("mode", ["sync", "hts"])
 def test_serial_mode_gives_the_same_parameters_as_processes(tmp_path, mode):
+    """Serial runs the components the worker processes run (inline pairs too), round-robin."""
     _, serial = _train(tmp_path, "serial", "engine.serial=true", mode=mode)
     _, processes = _train(tmp_path, "processes", mode=mode)
     _assert_identical(_params(serial), _params(processes))
+    _, inline = _train(tmp_path, "serial-inline", "engine.serial=true", "engine.executors=2", "engine.actors=2",
+                       "engine.inline_actors=true", mode=mode)
+    _assert_identical(_params(serial), _params(inline))
 
 
 # sync has one barrier order whatever the layout (it is also checked serial vs processes above);

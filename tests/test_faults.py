@@ -69,7 +69,7 @@ def test_on_error_reset_resets_the_env_counts_and_goes_on(tmp_path):
 
 def test_on_error_reset_marks_the_failed_step_done(tmp_path, monkeypatch):
     """The failed step ends the partial episode for learning: done, reward 0, no bootstrap across it."""
-    import fastrl.process.serial
+    import fastrl.learning.learner
     from fastrl.learning.learner import Learner
 
     seen = []
@@ -80,7 +80,7 @@ def test_on_error_reset_marks_the_failed_step_done(tmp_path, monkeypatch):
             seen.append((storage["done"][:, : self.spec.steps].copy(), storage["reward"][:, : self.spec.steps].copy()))
             super()._barrier()
 
-    monkeypatch.setattr(fastrl.process.serial, "Learner", Recording)
+    monkeypatch.setattr(fastrl.learning.learner, "Learner", Recording)
     config, base = cartpole(tmp_path, FAULTY, "env.kwargs={fault='raise', every=7}", "env.on_error='reset'",
                             "engine.serial=true", "run.total_frames=80")  # 2 rollouts of 5 steps
     fastrl.train(config, base, run_dir=tmp_path / "run")

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 import fastrl
-import fastrl.process.serial
+import fastrl.learning.learner
 from fastrl.checkpoint import load_checkpoint
 from fastrl.learning.learner import Learner
 
@@ -85,7 +85,7 @@ def sgd(theta, grad):
 
 
 def test_hts_learns_with_the_gradient_of_the_behaviour_parameters(tmp_path, monkeypatch):
-    monkeypatch.setattr(fastrl.process.serial, "Learner", RecordingLearner)
+    monkeypatch.setattr(fastrl.learning.learner, "Learner", RecordingLearner)
     RecordingLearner.records = []
     overrides = [
         "env.id='CartPole-v1'", "engine.mode='hts'", "engine.serial=true", f"engine.envs={ENVS}",

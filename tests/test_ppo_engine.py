@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import fastrl
-import fastrl.process.serial
+import fastrl.learning.learner
 from csrc_free_kernels.gae import gae_reference
 from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.checkpoint import load_checkpoint
@@ -54,7 +54,7 @@ def _close(a: dict, b: dict, what: str) -> None:
 
 @pytest.mark.parametrize("mode", ["sync", "hts"])
 def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, monkeypatch, mode):
-    monkeypatch.setattr(fastrl.process.serial, "Learner", RecordingLearner)
+    monkeypatch.setattr(fastrl.learning.learner, "Learner", RecordingLearner)
     RecordingLearner.records = []
     overrides = [
         "env.id='CartPole-v1'", f"engine.mode='{mode}'", "engine.serial=true", f"engine.envs={ENVS}",

@@ -9,7 +9,7 @@ hand (test_hts_gradient.py), process layouts and timing (test_engine.py), exact 
 import pytest
 
 import fastrl
-import fastrl.process.serial
+import fastrl.learning.learner
 from fastrl.checkpoint import CheckpointStore, load_checkpoint
 from fastrl.config import load_config
 from fastrl.modes import mode_of
@@ -33,7 +33,7 @@ class AheadLearner(Learner):
 
 
 def test_envs_run_ahead_except_into_a_barrier_that_checkpoints_or_ends(tmp_path, monkeypatch):
-    monkeypatch.setattr(fastrl.process.serial, "Learner", AheadLearner)
+    monkeypatch.setattr(fastrl.learning.learner, "Learner", AheadLearner)
     AheadLearner.seen = {}
     config, overrides = cartpole(tmp_path, "engine.serial=true", "run.total_frames=800",  # 20 rollouts
                                  "run.checkpoint_interval_frames=200", "run.keep_checkpoints=10", mode="hts")

@@ -15,7 +15,7 @@ ENV = "env.id='tests.time_limit_env:make'"
 
 def _record_storages(monkeypatch, seen: list) -> None:
     """Keep a copy of every storage the (serial) learner learns from."""
-    import fastrl.process.serial
+    import fastrl.learning.learner
     from fastrl.learning.learner import Learner
 
     class Recording(Learner):
@@ -24,7 +24,7 @@ def _record_storages(monkeypatch, seen: list) -> None:
             seen.append({k: v.copy() for k, v in self.buffers.slots.storage(first, self.spec.envs).items()})
             super()._barrier()
 
-    monkeypatch.setattr(fastrl.process.serial, "Learner", Recording)
+    monkeypatch.setattr(fastrl.learning.learner, "Learner", Recording)
 
 
 def test_a_truncated_step_keeps_its_final_observation(tmp_path, monkeypatch):

@@ -31,6 +31,7 @@ from fastrl.envs import EnvInfo, probe_env
 from fastrl.modes import mode_of
 from fastrl.run_dir import RunDir
 from fastrl.sampling.channels import Channels
+from fastrl.process.component import roles
 from fastrl.process.drain import QueueDrain
 from fastrl.process.faults import (
     Fault, Outcome, RunFailed, RunInterrupted, describe_exception, exception_details, failure_message,
@@ -98,6 +99,13 @@ def plan_run(config: Config) -> RunPlan:
     return RunPlan(plan, info, config)
 
 
+def finish_due(telemetry: Telemetry) -> bool:
+    """The stop test of every run, in processes or serial: the target return is reached or
+    ``run.max_seconds`` is up, so the learners finish at their next barrier (the frame budget is
+    their own test)."""
+    return telemetry.target_reached() or telemetry.time_is_up()
+
+
 def _check_device(device: str) -> None:
     import torch
 
@@ -146,8 +154,9 @@ class Supervisor:
             from fastrl.process.serial import run_serial
 
             self.signals.raise_on_force = True
-            try:
-                run_serial(spec, channels, buffers, telemetry, stop_requested=lambda: self.signals.received is not None)
+            try:  # a stop request (Ctrl-C) finishes at the next barrier too, with an exact checkpoint
+                run_serial(spec, channels, buffers, telemetry,
+                           finish_requested=lambda: self.signals.received is not None or finish_due(telemetry))
             finally:
                 self.signals.raise_on_force = False
         else:
@@ -170,12 +179,7 @@ class Supervisor:
         from fastrl.process.worker import worker_main
 
         ctx = mp.get_context("spawn")
-        engine = self.config.engine
-        roles = [("executor", i) for i in range(engine.executors)]
-        if not engine.inline_actors:
-            roles += [("actor", i) for i in range(engine.actors)]
-        roles += [("learner", i) for i in range(engine.learners)]
-        for role, index in roles:
+        for role, index in roles(self.config.engine):
             p = ctx.Process(
                 target=worker_main, args=(role, index, spec, channels, os.getpid()), name=f"{role}-{index}", daemon=True
             )
@@ -213,7 +217,7 @@ class Supervisor:
                     raise _Faulted(stall_fault(control, self.ids, stuck, process.name, process.pid,
                                                self.config.env.id, str(self.run_dir.path)))
             telemetry.tick()
-            if ready and (telemetry.target_reached() or telemetry.time_is_up()):
+            if ready and finish_due(telemetry):
                 control.set(Flag.FINISH)
             if self.signals.received and stop_by is None:
                 control.set(Flag.FINISH)  # the learner finishes at the next barrier, with an exact checkpoint

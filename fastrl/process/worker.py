@@ -1,4 +1,5 @@
-"""The body of every worker process: attach, build the component, loop until told to stop.
+"""The body of every worker process: attach, build its component (``fastrl.process.component``),
+start it, poll it until told to stop, shut it down, close it.
 
 Faults are reported, never swallowed: an exception goes to the errors queue with its
 traceback and the process exits non-zero; the main process then ends the run. A learner
@@ -21,6 +22,7 @@ from pathlib import Path
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag
 from fastrl.sampling.channels import Channels
+from fastrl.process.component import Component, build_component, torch_threads
 from fastrl.process.core_rotation import CoreRotation
 from fastrl.process.faults import StopRequested, describe_exception, exception_details
 from fastrl.process.spec import RunSpec, WorkerIds
@@ -56,33 +58,6 @@ class _Termination:
             sys.exit(143)
 
 
-def build_component(role: str, index: int, spec: RunSpec, channels: Channels, buffers: RunBuffers):
-    engine = spec.config.engine
-    if role == "executor":
-        from fastrl.sampling.executor import Executor
-
-        executor = Executor(spec, channels, buffers, index)
-        if not engine.inline_actors:
-            return executor
-        from fastrl.sampling.inline import InlinePair
-
-        return InlinePair(executor, build_component("actor", index, spec, channels, buffers))
-    import torch
-
-    torch.set_num_threads(engine.actor_threads if role == "actor" else engine.learner_threads)
-    if role == "actor":
-        from fastrl.sampling.actor import Actor
-
-        return Actor(spec, channels, buffers, index)
-    if spec.mode.queued:
-        from fastrl.learning.async_learner import AsyncLearner
-
-        return AsyncLearner(spec, channels, buffers, index)
-    from fastrl.learning.learner import Learner
-
-    return Learner(spec, channels, buffers, index)
-
-
 def _beating_ids(role: str, index: int, ids: WorkerIds, inline: bool) -> list[int]:
     worker = {"executor": ids.executor, "actor": ids.actor, "learner": ids.learner}[role](index)
     return [worker, ids.actor(index)] if role == "executor" and inline else [worker]
@@ -104,13 +79,13 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
     buffers = RunBuffers.attach(spec.arena, spec.plan)
     component = None
     try:
+        _set_torch_threads(torch_threads(role, engine))
         component = build_component(role, index, spec, channels, buffers)
         control = buffers.control
         for worker in beating:
             control.beat(worker)
             control.ready[worker] = 1
-        if role == "learner":
-            component.start()
+        component.start()
         last_beat = time.monotonic()
         rotation = CoreRotation(index, engine.core_rotation_s if role == "executor" else 0.0)
         while not control.is_set(Flag.STOP) and not termination.requested:
@@ -148,11 +123,19 @@ def _report(channels: Channels, name: str, exc: BaseException, queue_timeout_s: 
         pass  # the errors queue itself is wedged: the main process still sees this process exit
 
 
-def _shutdown(component) -> None:
-    """A learner saves the last good state before the process exits (a no-op for the others)."""
-    shutdown = getattr(component, "shutdown", None)
-    if shutdown is not None:
-        try:
-            shutdown()
-        except Exception:
-            logging.getLogger(__name__).exception("could not save the last checkpoint")
+def _set_torch_threads(threads: int | None) -> None:
+    if threads is not None:  # imported only here: a plain executor never loads torch
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _shutdown(component: Component | None) -> None:
+    """A learner saves the last good state before the process exits (a no-op for the others); a failure
+    to save is logged, not raised, so the process still exits with the code its run earned."""
+    if component is None:  # it failed while being built: nothing to save
+        return
+    try:
+        component.shutdown()
+    except Exception:
+        logging.getLogger(__name__).exception("could not save the last checkpoint")

@@ -75,6 +75,11 @@ class Actor:
         sample_rows_kernel(logits.float().cpu().numpy(), value.float().cpu().numpy(), 0, np.zeros(1, np.int64),
                            scratch["u"], scratch["action"], scratch["logp"], scratch["value"], scratch["stamp"])
 
+    # ------------------------------------------------------------------ loop (fastrl.process.component's protocol)
+
+    def start(self) -> None:
+        """Nothing to begin: requests come once the learner has released the envs."""
+
     def poll(self, timeout: float) -> bool:
         started = time.perf_counter()
         try:
@@ -156,5 +161,8 @@ class Actor:
         for executor in np.unique(owners):
             self.channels.inboxes[executor].put_many(envs[owners == executor].tolist(), timeout=timeout)
 
+    def shutdown(self) -> None:
+        """Nothing to save: the actor's weights are the learner's, its state the executors'."""
+
     def close(self) -> None:
-        pass
+        """Nothing to let go of: its views of the segment and its models go with the process."""

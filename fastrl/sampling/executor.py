@@ -41,7 +41,7 @@ from csrc_free_kernels.step_end import TERMINATED, TRUNCATED
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Activity, Clock, Phase
 from fastrl.checkpoint import CheckpointStore, read_env_states, write_env_states
-from fastrl.envs import make_env
+from fastrl.envs import EnvAdapter, make_env
 from fastrl.envs.gym import EnvOutputError
 from fastrl.sampling.channels import Channels, decode_go, decode_rollout_done, encode_request, encode_rollout_done
 from fastrl.process.faults import EnvError
@@ -63,23 +63,21 @@ class Executor:
         engine = spec.config.engine
         self.spec, self.channels, self.index = spec, channels, index
         self.mode, self.envs_total, self.steps = spec.mode, spec.envs, spec.steps
-        self.env_id, self.on_error = spec.config.env.id, spec.config.env.on_error
-        self.env_ids = split(spec.envs, engine.executors)[index]
-        self.env_list = [int(e) for e in self.env_ids]
-        self.local_of = {int(e): i for i, e in enumerate(self.env_ids)}
-        self.actor_of = owner_of(spec.envs, engine.actors)
+        self.env_list = [int(e) for e in split(spec.envs, engine.executors)[index]]  # this executor's envs
+        self.local_of = {e: i for i, e in enumerate(self.env_list)}
         self.learners = spec.learners
         self.learner_of = owner_of(spec.envs, spec.learners)  # gala: each learner starts its own envs' rollouts
         self.local_of_learner = [[i for i, e in enumerate(self.env_list) if self.learner_of[e] == learner]
                                  for learner in range(spec.learners)]
-        self.envs = [make_env(spec.config.env, int(e)) for e in self.env_ids]
-        n = len(self.env_ids)
+        self.envs: list[EnvAdapter] = [make_env(spec.config.env, e) for e in self.env_list]
+        n = len(self.env_list)
         # per-env state as Python lists: a numpy scalar costs more to read and write, on every step
         self.row = [0] * n  # flat row of each env's current observation
         self.t = [0] * n  # step within the rollout
         self.episode_return = [0.0] * n
         self.episode_length = [0] * n
-        self.actor_of_local = [int(self.actor_of[e]) for e in self.env_list]
+        actor_of = owner_of(spec.envs, engine.actors)
+        self.actor_of_local = [int(actor_of[e]) for e in self.env_list]
         rows = buffers.slots.rows
         self.obs, self.action, self.reward = rows["obs"], rows["action"], rows["reward"]
         self.done, self.u = rows["done"], rows["u"]
@@ -113,7 +111,7 @@ class Executor:
         seed, resume = self.spec.config.run.seed, self.spec.resume
         saved = read_env_states(Path(resume.env_states)) if resume and resume.env_states else {}
         rngs, restored = [], {}
-        for i, env in enumerate(int(e) for e in self.env_ids):
+        for i, env in enumerate(self.env_list):
             state = saved.get(env)
             if state is not None and state["env"] is not None:
                 rng = np.random.default_rng()
@@ -124,7 +122,10 @@ class Executor:
             rngs.append(rng)
         return rngs, restored
 
-    # ------------------------------------------------------------------ loop
+    # ------------------------------------------------------------------ loop (fastrl.process.component's protocol)
+
+    def start(self) -> None:
+        """Nothing to begin: the envs start on the learner's first "go"."""
 
     def poll(self, timeout: float) -> bool:
         """Handle every message waiting in the inbox; ``timeout`` 0 never blocks (serial mode)."""
@@ -323,7 +324,7 @@ class Executor:
         return result
 
     def _reset(self, i: int, row: int) -> None:
-        attempts = RESET_ATTEMPTS if self.on_error == "reset" else 1
+        attempts = RESET_ATTEMPTS if self.spec.config.env.on_error == "reset" else 1
         for attempt in range(1, attempts + 1):
             self._mark(_RESET, i, -1)
             try:
@@ -339,7 +340,7 @@ class Executor:
         self.activity[_PHASE] = _IDLE
         message = self._describe(i, phase, action, exc)
         details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        if self.on_error == "raise":
+        if self.spec.config.env.on_error == "raise":
             raise EnvError(message + "; set env.on_error = 'reset' to reset a failing env and go on", details) from exc
         if last:
             raise EnvError(f"{message}; it failed {RESET_ATTEMPTS} resets in a row", details) from exc
@@ -353,7 +354,7 @@ class Executor:
         what = f"returned {exc}" if isinstance(exc, EnvOutputError) else f"raised {type(exc).__name__}: {exc}"
         call = f"step(action={action})" if phase == "step" else "reset()"
         return (
-            f"env {self.env_id!r} #{int(self.env_ids[i])} on {self.name} {what}, in {call} at step "
+            f"env {self.spec.config.env.id!r} #{self.env_list[i]} on {self.name} {what}, in {call} at step "
             f"{int(self.episode_length[i])} of its episode (rollout {int(self.env_rollout[i])})"
         )
 
@@ -363,7 +364,7 @@ class Executor:
         """At a barrier every env is parked after its last step: save what resuming needs to go on exactly."""
         if any(t != self.steps for t in self.t) or self.rollouts[0] != rollout - 1:
             raise RuntimeError(f"{self.name}: asked to save env states for rollout {rollout} while not parked")
-        states = {int(e): self._env_state(i) for i, e in enumerate(self.env_ids)}
+        states = {e: self._env_state(i) for i, e in enumerate(self.env_list)}
         write_env_states(self.store.env_dir(rollout), self.name, states)
         self.saved_rollout = rollout
         self.control.mark_env_saved(self.worker, rollout)
@@ -375,7 +376,7 @@ class Executor:
             env_state = None
             if i == 0:
                 log.warning("env %r cannot be saved (%s: %s); a resumed run restarts it with a seeded reset",
-                            self.env_id, type(exc).__name__, exc)
+                            self.spec.config.env.id, type(exc).__name__, exc)
         return {
             "env": env_state,
             "rng": self.rngs[i].bit_generator.state,
@@ -383,6 +384,9 @@ class Executor:
             "episode_length": int(self.episode_length[i]),
             "obs": self.obs[self.row[i]].copy(),
         }
+
+    def shutdown(self) -> None:
+        """Nothing to save: what a resume needs of the envs is saved at checkpoint barriers (``_save_env_states``)."""
 
     def close(self) -> None:
         self.activity.release()  # let the segment's mapping go
