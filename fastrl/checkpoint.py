@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from fastrl.buffers.arena import pid_alive
+
 log = logging.getLogger(__name__)
 
 LATEST = "latest.pt"
@@ -134,7 +136,7 @@ class CheckpointStore:
             if m and int(m[1]) not in kept and (oldest_kept is None or int(m[1]) < oldest_kept):
                 shutil.rmtree(self.directory / name, ignore_errors=True)
             m = _TEMPORARY.match(name)
-            if m and not _alive(int(m[1])):  # a writer killed mid-write (kill -9 after a stop timeout)
+            if m and not pid_alive(int(m[1])):  # a writer killed mid-write (kill -9 after a stop timeout)
                 (self.directory / name).unlink(missing_ok=True)
 
     def set_aside_after(self, rollout: int) -> Path | None:
@@ -150,16 +152,6 @@ class CheckpointStore:
                     os.replace(path, aside / path.name)
         log.warning("resuming from rollout %d: moved %d newer checkpoints to %s", rollout, len(newer), aside)
         return aside
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def checkpoint_file(path: str | Path) -> Path:

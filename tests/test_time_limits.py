@@ -1,6 +1,5 @@
 """Time limits are not terminations, end to end: what the executor stores at a truncated step,
 every mode running on truncated episodes, determinism with them, and a value that learns r/(1−γ)."""
-import numpy as np
 import pytest
 import torch
 

@@ -127,7 +127,8 @@ def segment_owner_pid(name: str) -> int | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -145,7 +146,7 @@ def sweep_stale_segments() -> list[tuple[str, int]]:
     removed = []
     for name in list_segments():
         pid = segment_owner_pid(name)
-        if pid is None or _pid_alive(pid):
+        if pid is None or pid_alive(pid):
             continue
         path = os.path.join(SHM_DIR, name)
         try:
