@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fastrl.checkpoint import CheckpointStore, checkpoint_file, load_checkpoint
 from fastrl.config import Config, ConfigError, load_config
-from fastrl.process.spec import ResumePoint
+from fastrl.spec import ResumePoint
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from fastrl.algos.gossip import consensus_bound, in_peers
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag, Stat
 from fastrl.buffers.params import VERSION
-from fastrl.process.faults import StopRequested
+from fastrl.errors import StopRequested
 
 # mailbox header columns after the seqlock's [SEQ, VERSION]: the version the out-peer read last, "sends no more"
 CONSUMED, FINAL = VERSION + 1, VERSION + 2

@@ -39,8 +39,8 @@ from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.learning.update_rules import Update, make_rule
 from fastrl.models.policy import build_policy, resolve_device
 from fastrl.partition import owner_of
-from fastrl.process.faults import NonFiniteError
-from fastrl.process.spec import RunSpec, WorkerIds
+from fastrl.errors import NonFiniteError
+from fastrl.spec import RunSpec, WorkerIds
 from fastrl.sampling.channels import Channels, decode_rollout_done, encode_go
 from fastrl.seeding import model_seed
 

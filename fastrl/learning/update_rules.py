@@ -47,7 +47,7 @@ from fastrl.algos.time_limits import final_values
 from fastrl.buffers.control import Stat
 from fastrl.config import AlgoConfig
 from fastrl.models.normalizer import observe_observations, observe_returns, observed_rows
-from fastrl.process.faults import NonFiniteError
+from fastrl.errors import NonFiniteError
 
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from fastrl.buffers import RunBuffers
 from fastrl.config import EngineConfig
-from fastrl.process.spec import RunSpec
+from fastrl.spec import RunSpec
 from fastrl.sampling.channels import Channels
 
 

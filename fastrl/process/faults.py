@@ -11,24 +11,7 @@ import queue
 import traceback
 from dataclasses import dataclass
 
-
-class EnvError(RuntimeError):
-    """An env raised, or returned something its declared spaces do not allow.
-
-    ``details`` is the env's own traceback, shown under the message.
-    """
-
-    def __init__(self, message: str, details: str = ""):
-        super().__init__(message)
-        self.details = details
-
-
-class NonFiniteError(FloatingPointError):
-    """NaN or inf in the loss, the gradients or the parameters; the bad update was not published."""
-
-
-class StopRequested(Exception):
-    """The stop flag was raised while a worker was waiting inside a step (a gala peer): leave cleanly."""
+from fastrl.errors import EnvError, NonFiniteError
 
 
 @dataclass

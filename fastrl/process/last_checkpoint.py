@@ -19,7 +19,7 @@ from fastrl.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
 from fastrl.learning import frames_per_update
 from fastrl.run_dir import RunDir
 from fastrl.process.faults import Outcome
-from fastrl.process.spec import RunSpec
+from fastrl.spec import RunSpec
 
 log = logging.getLogger(__name__)
 

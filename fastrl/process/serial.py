@@ -15,7 +15,7 @@ import torch
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag
 from fastrl.process.component import Component, build_component, roles
-from fastrl.process.spec import RunSpec
+from fastrl.spec import RunSpec
 from fastrl.sampling.channels import Channels
 from fastrl.telemetry.metrics import Telemetry
 

@@ -39,7 +39,7 @@ from fastrl.process.faults import (
 )
 from fastrl.process.last_checkpoint import ensure_checkpoint
 from fastrl.process.signals import SignalGuard
-from fastrl.process.spec import ResumePoint, RunSpec, WorkerIds
+from fastrl.spec import ResumePoint, RunSpec, WorkerIds
 from fastrl.process.watchdog import stale_worker, stall_fault
 from fastrl.telemetry.metrics import Telemetry
 from fastrl.telemetry.sinks import check_sinks

@@ -14,7 +14,7 @@ import time
 
 from fastrl.buffers.control import Activity, Control, Phase
 from fastrl.process.faults import Fault
-from fastrl.process.spec import WorkerIds
+from fastrl.spec import WorkerIds
 from fastrl.process.worker import stack_file
 
 STACK_WAIT_S = 0.3

@@ -24,8 +24,9 @@ from fastrl.buffers.control import Flag
 from fastrl.sampling.channels import Channels
 from fastrl.process.component import Component, build_component, torch_threads
 from fastrl.process.core_rotation import CoreRotation
-from fastrl.process.faults import StopRequested, describe_exception, exception_details
-from fastrl.process.spec import RunSpec, WorkerIds
+from fastrl.errors import StopRequested
+from fastrl.process.faults import describe_exception, exception_details
+from fastrl.spec import RunSpec, WorkerIds
 
 POLL_TIMEOUT_S = 0.05
 BEAT_INTERVAL_S = 0.2

@@ -26,7 +26,7 @@ from fastrl.models.policy import build_policy, resolve_device
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.sampling.channels import Channels, decode_request
 from fastrl.partition import owner_of, split
-from fastrl.process.spec import RunSpec, WorkerIds
+from fastrl.spec import RunSpec, WorkerIds
 
 
 class Actor:

@@ -44,9 +44,9 @@ from fastrl.checkpoint import CheckpointStore, read_env_states, write_env_states
 from fastrl.envs import EnvAdapter, make_env
 from fastrl.envs.gym import EnvOutputError
 from fastrl.sampling.channels import Channels, decode_go, decode_rollout_done, encode_request, encode_rollout_done
-from fastrl.process.faults import EnvError
+from fastrl.errors import EnvError
 from fastrl.partition import owner_of, split
-from fastrl.process.spec import RunSpec, WorkerIds
+from fastrl.spec import RunSpec, WorkerIds
 from fastrl.seeding import env_rng
 
 log = logging.getLogger(__name__)

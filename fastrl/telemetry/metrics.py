@@ -24,7 +24,7 @@ from fastrl.buffers.control import Clock, Control, Stat
 from fastrl.config import Config
 from fastrl.run_dir import RunDir
 from fastrl.partition import owner_of
-from fastrl.process.spec import WorkerIds
+from fastrl.spec import WorkerIds
 from fastrl.telemetry.memory import ProcessMemory
 from fastrl.telemetry.progress import ProgressLine, ProgressState
 from fastrl.telemetry.sinks import open_sinks
