@@ -92,6 +92,10 @@ def _bench(args: argparse.Namespace) -> int:
         from fastrl.bench.time_to_score import run
 
         return run(args)  # a training run: its exit codes are train's
+    if args.bench == "multinode":
+        from fastrl.bench.multinode import run
+
+        return run(args)  # 2: bad input, 1: a rank failed
     if args.bench == "sampling":
         from fastrl.bench.sampling import run
 
@@ -159,12 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.set_defaults(func=_cleanup)
     bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")
     benches = bench.add_subparsers(dest="bench", required=True)
-    from fastrl.bench import gala_straggler, hts_speedup, policy_lag, sampling, time_to_score
+    from fastrl.bench import gala_straggler, hts_speedup, multinode, policy_lag, sampling, time_to_score
 
     sampling.add_arguments(benches.add_parser("sampling", help="engine vs raw emulator vs AtariVectorEnv"))
     hts_speedup.add_arguments(benches.add_parser("hts-speedup", help="sync vs hts on DelayEnv (HTS-RL Claim 1)"))
     policy_lag.add_arguments(benches.add_parser("policy-lag", help="async policy lag vs envs, next to hts and sync"))
     gala_straggler.add_arguments(benches.add_parser("gala-straggler", help="gala ring vs allreduce with a slow learner"))
+    multinode.add_arguments(benches.add_parser(
+        "multinode", help="gradient all-reduce per update, 1 and 2 ranks on localhost (gloo), projected to N nodes"))
     time_to_score.add_arguments(benches.add_parser(
         "time-to-score", help="train until the mean score of the last W episodes reaches a target, or a time cap"))
     bench.set_defaults(func=_bench)
