@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from fastrl.config import DEFAULT_JOB, Config, ConfigError, apply_overrides, config_from_dict, load_config
-from fastrl.run_dir import RunDir
+from fastrl.run_dir import RunDir, default_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -67,22 +67,37 @@ def train(
     from fastrl.process.supervisor import Supervisor, plan_run
     from fastrl.process.warmup import compile_kernels
 
+    from fastrl.process import ranks as launch
+
     point = None
     if resume is not None:
         if config is not None or run_dir is not None:
             raise ConfigError("resume continues a run with its own config and directory: give no config or run_dir")
         from fastrl.resume import prepare_resume
 
-        resumed = prepare_resume(resume, overrides)
-        config, run_dir, point = resumed.config, resumed.run_dir, resumed.point
+        rank = launch.launch_rank()
+        resumed = prepare_resume(launch.rank_target(Path(resume), rank), overrides, ranks=launch.launch_size())
+        config, point = resumed.config, resumed.point
+        run_dir = resumed.run_dir if rank == 0 else resumed.run_dir.parent.parent  # the run's root
     else:
         config = resolve_config(config, overrides)
-    plan = plan_run(config)  # every input check, before anything is created or started
-    config = plan.config  # with the "auto" process layout resolved for this machine
+    ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
+    plan = plan_run(launch.local_config(config, ranks) if ranks else config)  # every input check, before anything starts
+    link = launch.RankLink(ranks) if ranks else None
+    if link is not None and point is not None:
+        link.agree_resume(point.rollout)
     sweep_stale_segments()
     compile_kernels()
     if resume is not None:
         resumed.set_aside_newer()
-    run = RunDir.create(config, run_dir)
+    written = plan.config if ranks is None else launch.global_config(plan.config, config)
+    root = Path(run_dir) if run_dir is not None else default_run_dir(written)
+    if link is not None:
+        root = link.agree_run_dir(root)
+    run = RunDir.create(written, launch.rank_dir(root, ranks.rank) if ranks else root, ranks.ranks if ranks else 1)
+    log_file = None
+    if ranks is not None:
+        log_file = str(launch.log_file(root, ranks.rank))
+        launch.log_to_file(Path(log_file))
     log.info("run directory %s", run.path)
-    return Supervisor(config, run, plan, point).run()
+    return Supervisor(plan.config, run, plan, point, link, log_file).run()

@@ -256,6 +256,20 @@ class ReliabilityConfig:
 
 
 @dataclass
+class DistConfig:
+    """Read only when ``torchrun`` launched the run (README, "Many machines"): each rank is a whole engine."""
+
+    backend: str = _f(
+        "auto", "torch.distributed backend between the ranks' learners: 'gloo' (CPU tensors), 'nccl' (CUDA "
+        "learners), 'auto': nccl when engine.device is CUDA, else gloo", choices=("auto", "gloo", "nccl"),
+    )
+    timeout_s: float = _f(
+        60.0, "a rank that does not answer a collective (or the rendezvous store) within this is a fault: every "
+        "rank ends, naming it", min_exclusive=0.0,
+    )
+
+
+@dataclass
 class Config:
     env: EnvConfig = _f(EnvConfig(), "environment")
     engine: EngineConfig = _f(EngineConfig(), "processes and buffers")
@@ -264,6 +278,7 @@ class Config:
     model: ModelConfig = _f(ModelConfig(), "policy network")
     run: RunConfig = _f(RunConfig(), "seed, budget, logging")
     reliability: ReliabilityConfig = _f(ReliabilityConfig(), "timeouts and the watchdog")
+    dist: DistConfig = _f(DistConfig(), "many machines: torch.distributed between ranks launched by torchrun")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

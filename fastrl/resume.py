@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fastrl.checkpoint import CheckpointStore, checkpoint_file, load_checkpoint
 from fastrl.config import Config, ConfigError, load_config
+from fastrl.run_dir import RunDir
 from fastrl.spec import ResumePoint
 
 log = logging.getLogger(__name__)
@@ -36,11 +37,17 @@ class Resume:
         CheckpointStore(self.run_dir / "checkpoints").set_aside_after(self.point.rollout)
 
 
-def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Resume:
+def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = (), ranks: int = 1) -> Resume:
+    """``ranks``: the torchrun ranks resuming it (each from its own directory); the run's own count, or refused."""
     path = checkpoint_file(target)
     if not path.is_file():
         raise ConfigError(f"nothing to resume at {str(target)!r}: no checkpoint {str(path)!r}")
     run_dir = path.parent.parent
+    made_with = RunDir(run_dir).ranks()
+    if made_with != ranks:
+        raise ConfigError(f"cannot resume {str(run_dir)!r} with {ranks} rank(s): it was made with {made_with} "
+                          f"(every rank resumes its own envs), so launch it with torchrun --nproc-per-node/--nnodes "
+                          f"giving {made_with} rank(s)" + (" or without torchrun" if made_with == 1 else ""))
     config_path = run_dir / "config.toml"
     if not config_path.is_file():
         raise ConfigError(f"cannot resume {str(run_dir)!r}: it has no config.toml")

@@ -9,6 +9,9 @@ from pathlib import Path
 from fastrl.config import Config
 
 
+RANKS_FILE = "ranks.json"
+
+
 def _toml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -71,11 +74,21 @@ class RunDir:
         self.path = Path(path)
 
     @classmethod
-    def create(cls, config: Config, path: str | Path | None = None) -> "RunDir":
+    def create(cls, config: Config, path: str | Path | None = None, ranks: int = 1) -> "RunDir":
+        """``ranks``: how many torchrun ranks make the run (a resumed run needs as many), in ``ranks.json``."""
         run = cls(path or default_run_dir(config))
         (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
         (run.path / "config.toml").write_text(to_toml(config.to_dict()), encoding="utf-8")
+        if ranks > 1:
+            (run.path / RANKS_FILE).write_text(json.dumps({"ranks": ranks}) + "\n")
+        else:
+            (run.path / RANKS_FILE).unlink(missing_ok=True)
         return run
+
+    def ranks(self) -> int:
+        """The torchrun ranks that made this run (1: one engine)."""
+        path = self.path / RANKS_FILE
+        return int(json.loads(path.read_text())["ranks"]) if path.is_file() else 1
 
     @property
     def metrics(self) -> Path:

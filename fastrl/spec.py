@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastrl.buffers import BufferPlan
 from fastrl.buffers.arena import ArenaSpec
 from fastrl.config import Config
 from fastrl.envs import EnvInfo
 from fastrl.modes import ModeSpec, mode_of
+
+if TYPE_CHECKING:
+    from fastrl.process.ranks import Ranks
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class RunSpec:
     env_info: EnvInfo
     run_dir: str
     resume: ResumePoint | None = None
+    ranks: Ranks | None = None  # this rank of a torchrun launch (fastrl.process.ranks), or None: one engine
+    log_file: str | None = None  # every process of a rank also logs here (RUN/logs/rank-<r>.log)
 
     @property
     def checkpoint_dir(self) -> str:
@@ -51,6 +57,14 @@ class RunSpec:
     @property
     def gala(self) -> bool:
         return self.config.engine.mode == "gala"
+
+    @property
+    def rank_count(self) -> int:
+        return self.ranks.ranks if self.ranks else 1
+
+    def global_env(self, env: int) -> int:
+        """The index of this rank's env ``env`` over every rank: what its random streams are seeded by."""
+        return env + (self.ranks.env_offset if self.ranks else 0)
 
     def learner_envs(self, learner: int) -> range:
         """The contiguous envs a learner owns (all of them with one learner), so its storage is a view."""

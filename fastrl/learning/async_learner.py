@@ -46,7 +46,8 @@ class AsyncLearner(Learner):
             pass
         self.timing[Clock.WAITING] += time.perf_counter() - started
         if len(self.batch) < self.algo.batch_slots:
-            if self.control.is_set(Flag.FINISH):  # stopping: do not wait for a batch that may never fill
+            if self.control.is_set(Flag.FINISH) and self.cohort.ranks == 1:  # stopping: do not wait for a batch that
+                # may never fill (with ranks the others wait in this batch's all-reduce: it fills and finishes)
                 self._save("final")
             return False
         batch, self.batch = self.batch, []
@@ -67,7 +68,8 @@ class AsyncLearner(Learner):
         self.move_to(self.rollout + 1)
         self.publish()
         frames = int(self.stats[Stat.FRAMES])
-        if frames >= self.spec.config.run.total_frames or self.control.is_set(Flag.FINISH):
+        self._agree()
+        if frames >= self.frame_budget or self.finishing:
             self._save("final")
         elif self._checkpoint_due(frames):
             self._save("periodic")
@@ -77,6 +79,7 @@ class AsyncLearner(Learner):
         checkpoint = self._checkpoint(kind)
         self.store.save(checkpoint, self.rollout)
         self.last_checkpoint = (time.monotonic(), checkpoint["frames"])
+        self.time_due = False
         if kind == "final":
             self.finished = True
             self.control.mark_learner(self.index, Done.SAVED)

@@ -35,6 +35,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
 from fastrl.learning import agent_steps_per_update, frames_per_update
+from fastrl.learning.cohort import join_cohort, leave_group
 from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.learning.update_rules import Update, make_rule
 from fastrl.models.policy import build_policy, resolve_device
@@ -74,14 +75,16 @@ class Learner:
         self.arrived = [0, 0]  # envs done, by rollout parity (with run-ahead, j+1's may come before j's)
         self.steps_per_update = agent_steps_per_update(spec, index)
         self.frames_per_update = frames_per_update(spec, index)
-        self.frame_budget = config.run.total_frames // spec.learners  # gala: an equal share each
+        self.frame_budget = config.run.total_frames // (spec.learners * spec.rank_count)  # gala, ranks: equal shares
         directory = f"{spec.checkpoint_dir}/learner-{index}" if spec.gala else spec.checkpoint_dir
         self.store = CheckpointStore(directory, config.run.keep_checkpoints)
         self.pending_checkpoint: tuple[int, dict] | None = None  # waiting for the executors' env states
         self.last_checkpoint = (time.monotonic(), 0)  # (time, frames)
         self.finished = False
+        self.finishing = self.time_due = False  # agreed at the last barrier, by every rank (see _agree)
+        self.cohort = join_cohort(spec, self.device)  # the other ranks' learners (torchrun), or Solo
         self.rule = make_rule(self.algo.name, self.mode.policy_lag, self.model, self.algo, self.device, self.step,
-                              config.run.seed)
+                              config.run.seed, self.cohort)
         self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
         self.gossip = Gossip(spec, buffers, index, self.model, worker) if spec.gala else None
         self.rule.warm_up(buffers.slots.storage(0, 1))
@@ -145,8 +148,9 @@ class Learner:
         storage = self.buffers.slots.storage(first, len(self.owned))
         self._check_versions(storage, j)
         frames = (j + 1) * self.frames_per_update
+        self._agree()
         parked = self.released == j  # no env has begun rollout j+1: their states can be saved here
-        last = parked and (frames >= self.frame_budget or self.control.is_set(Flag.FINISH))
+        last = parked and (frames >= self.frame_budget or self.finishing)
         save = parked and (last or self._checkpoint_due(frames))
         try:
             resume_state = self.mode.schedule.update(self, storage, j, last, save)
@@ -213,7 +217,7 @@ class Learner:
 
     def parks_at(self, j: int) -> bool:
         frames = (j + 1) * self.frames_per_update
-        return frames >= self.frame_budget or self.control.is_set(Flag.FINISH) or self._checkpoint_due(frames)
+        return frames >= self.frame_budget or self.finishing or self._checkpoint_due(frames)
 
     # ------------------------------------------------------------------ checks and the optimizer step
 
@@ -237,6 +241,7 @@ class Learner:
             p.grad = g
         if self.gossip is not None:
             self.gossip.reduce_gradients(grads, self.version + 1)
+        self.cohort.reduce_gradients(grads)  # every rank steps the same mean gradient (torchrun)
         if self.algo.max_grad_norm > 0:
             norm = float(torch.nn.utils.clip_grad_norm_(params, self.algo.max_grad_norm))
         else:
@@ -287,12 +292,17 @@ class Learner:
 
     # ------------------------------------------------------------------ checkpoints
 
+    def _agree(self) -> None:
+        """Whether to finish (Ctrl-C, the target, the time limit) and whether a checkpoint is due by the
+        clock: read once per barrier and agreed by every rank (any rank's wish), so every rank parks,
+        saves and finishes at the same barrier. With one rank: what this one sees."""
+        at, _ = self.last_checkpoint
+        due = time.monotonic() - at >= self.spec.config.run.checkpoint_interval_s
+        self.finishing, self.time_due = self.cohort.agree(self.control.is_set(Flag.FINISH), due)
+
     def _checkpoint_due(self, frames: int) -> bool:
-        run = self.spec.config.run
-        at, at_frames = self.last_checkpoint
-        if run.checkpoint_interval_frames and frames - at_frames >= run.checkpoint_interval_frames:
-            return True
-        return time.monotonic() - at >= run.checkpoint_interval_s
+        interval = self.spec.config.run.checkpoint_interval_frames
+        return bool(interval and frames - self.last_checkpoint[1] >= interval) or self.time_due
 
     def state(self, copied: bool = False) -> dict:
         """What a run goes on from: θ, optimizer, the rule's pending work (hts) and the counters."""
@@ -319,6 +329,7 @@ class Learner:
         exact = not self.spec.gala  # gala's learners are at different rollouts: no env-state barrier
         self.pending_checkpoint = (self.rollout, self._checkpoint(kind, resume_state, exact))
         self.last_checkpoint = (time.monotonic(), self.pending_checkpoint[1]["frames"])  # run-ahead plans on it now
+        self.time_due = False
         if not exact:  # write now
             self._complete_checkpoint(0)
             return
@@ -361,7 +372,7 @@ class Learner:
         self.control.mark_learner(self.index, Done.SAVED)
 
     def close(self) -> None:
-        pass
+        leave_group()
 
 
 def _resumable(state: dict) -> dict:

@@ -48,6 +48,7 @@ from fastrl.buffers.control import Stat
 from fastrl.config import AlgoConfig
 from fastrl.models.normalizer import observe_observations, observe_returns, observed_rows
 from fastrl.errors import NonFiniteError
+from fastrl.learning.cohort import Solo
 
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
 
@@ -68,8 +69,10 @@ class Update:
 class UpdateRule:
     lag: int | None = 0
 
-    def __init__(self, model: torch.nn.Module, algo: AlgoConfig, device: torch.device, step: Step, seed: int):
+    def __init__(self, model: torch.nn.Module, algo: AlgoConfig, device: torch.device, step: Step, seed: int,
+                 cohort: Solo | None = None):
         self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
+        self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
 
     @property
     def trained(self) -> torch.nn.Module:
@@ -100,8 +103,9 @@ class UpdateRule:
         if getattr(net, "obs_normalizer", None) is None:
             return
         obs = storage["obs"][:, : storage["action"].shape[1] - 1]
-        rows = obs.reshape(-1, *obs.shape[2:])[observed_rows(obs.shape[0] * obs.shape[1])]
-        observe_observations(net, torch.from_numpy(rows).to(self.device))
+        count = obs.shape[0] * obs.shape[1]
+        rows = obs.reshape(-1, *obs.shape[2:])[observed_rows(count, *self.cohort.rows(count))]
+        observe_observations(net, torch.from_numpy(rows).to(self.device), self.cohort.moments)
 
 
 class Collect(UpdateRule):
@@ -219,24 +223,39 @@ class PPO(UpdateRule):
         """``algo.epochs`` passes of minibatch steps on the trainee; its mean loss terms and last gradient norm."""
         algo, net = self.algo, self.trainee
         data = self._flatten(storage)
-        value_scale = observe_returns(net, data.returns)  # algo.normalize_returns (1.0 without)
+        value_scale = observe_returns(net, data.returns, self.cohort.moments)  # algo.normalize_returns (1.0 without)
         count = data.actions.shape[0]
+        first, total = self.cohort.rows(count)  # minibatches are drawn over every rank's rows
+        advantages = self.cohort.gather(data.advantages)
         rng = np.random.default_rng([self.seed, PPO_STREAM, rollout])  # never from timing
         totals, norm, steps = np.zeros(5), 0.0, 0
         for _ in range(algo.epochs):
-            for index in minibatch_indices(count, algo.minibatches, rng):
-                index = torch.from_numpy(index).to(self.device)
-                batch = PPOBatch(*(getattr(data, f)[index] for f in PPOBatch.__dataclass_fields__))
+            for index in minibatch_indices(total, algo.minibatches, rng):
+                mine = index[(index >= first) & (index < first + count)] - first  # the rows this rank holds
+                if len(mine) == 0:  # none this time: the other ranks' gradients still need this rank's zeros
+                    norm = self.step(net, [torch.zeros_like(p) for p in net.parameters()])
+                    continue
+                batch = self._minibatch(data, mine, advantages[torch.from_numpy(index).to(self.device)])
                 net.zero_grad(set_to_none=True)
                 loss, stats = ppo_loss(net, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
-                                       algo.normalize_advantages, value_scale)
+                                       False, value_scale)
                 _checked(rollout, stats.policy_loss, stats.value_loss, stats.entropy)
-                loss.backward()
+                # weighted by this rank's share of the minibatch: the ranks' mean gradient is the whole minibatch's
+                (loss * (len(mine) * self.cohort.ranks / len(index))).backward()
                 norm = self.step(net, _grads(net))
                 totals += (stats.policy_loss, stats.value_loss, stats.entropy, stats.clip_fraction, stats.approx_kl)
                 steps += 1
         columns = (Stat.POLICY_LOSS, Stat.VALUE_LOSS, Stat.ENTROPY, Stat.CLIP_FRACTION, Stat.APPROX_KL)
-        return dict(zip(columns, totals / steps)), norm
+        return dict(zip(columns, totals / max(steps, 1))), norm
+
+    def _minibatch(self, data: PPOBatch, mine: np.ndarray, advantages: torch.Tensor) -> PPOBatch:
+        """This rank's rows ``mine`` of a minibatch whose every rank's advantages are ``advantages``: those
+        normalised by the whole minibatch's mean and std (``algo.normalize_advantages``)."""
+        index = torch.from_numpy(mine).to(self.device)
+        batch = PPOBatch(*(getattr(data, f)[index] for f in PPOBatch.__dataclass_fields__))
+        if self.algo.normalize_advantages and advantages.numel() > 1:
+            batch.advantages = (batch.advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        return batch
 
     @torch.no_grad()
     def _flatten(self, storage) -> PPOBatch:

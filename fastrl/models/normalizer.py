@@ -13,10 +13,13 @@ update on the storage it learns from, so they are as deterministic as the parame
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
+
+
+MergeRanks = Callable[[int, Tensor, Tensor], tuple[int, Tensor, Tensor]]  # (count, mean, var) of every rank's batch
 
 
 def obs_to_float(obs: Tensor) -> Tensor:
@@ -44,12 +47,15 @@ class RunningMeanStd(nn.Module):
         return torch.sqrt(self.var + self.eps)
 
     @torch.no_grad()
-    def observe(self, x: Tensor) -> None:
-        """Merge the moments of the batch ``x`` ``[B, *shape]`` (float) into the running ones (Chan et al.)."""
+    def observe(self, x: Tensor, merge_ranks: MergeRanks | None = None) -> None:
+        """Merge the moments of the batch ``x`` ``[B, *shape]`` (float) into the running ones (Chan et al.);
+        ``merge_ranks``: makes them the moments of every rank's batch (``fastrl.learning.cohort``)."""
         batch = x.shape[0]
         if batch == 0:
             return
         var, mean = torch.var_mean(x, dim=0, correction=0)
+        if merge_ranks is not None:
+            batch, mean, var = merge_ranks(batch, mean, var)
         total = self.count + batch
         delta = mean - self.mean
         self.mean += delta * (batch / total)
@@ -89,24 +95,27 @@ class ValueNormalizer(RunningMeanStd):
 OBSERVED_ROWS = 256  # at most this many rows of an update move the observation statistics
 
 
-def observed_rows(count: int) -> slice:
+def observed_rows(count: int, first: int = 0, total: int | None = None) -> slice:
     """Every k-th row, at most ``OBSERVED_ROWS`` of ``count``: a fixed pick (never from timing). The moments
     of all 1024 Pong frames of an update took a fifth of the learner's time; running statistics over
-    many updates do not need every row."""
-    return slice(None, None, -(-count // OBSERVED_ROWS))
+    many updates do not need every row. ``first``/``total``: these ``count`` rows are rows first.. of
+    ``total`` over every rank, and the pick is that of the ``total`` rows (the same rows as one rank's)."""
+    total = count if total is None else total
+    step = -(-total // OBSERVED_ROWS)
+    return slice((-first) % step, None, step)
 
 
-def observe_observations(model: nn.Module, obs: Tensor) -> None:
+def observe_observations(model: nn.Module, obs: Tensor, merge_ranks: MergeRanks | None = None) -> None:
     """Update ``model``'s observation statistics with ``obs`` ``[B, *shape]`` (env dtype), if it keeps any."""
     normalizer = getattr(model, "obs_normalizer", None)
     if normalizer is not None:
-        normalizer.observe(obs_to_float(obs))
+        normalizer.observe(obs_to_float(obs), merge_ranks)
 
 
-def observe_returns(model: nn.Module, returns: Tensor) -> float:
+def observe_returns(model: nn.Module, returns: Tensor, merge_ranks: MergeRanks | None = None) -> float:
     """Update ``model``'s return statistics with ``returns`` ``[B]``; the scale the value loss divides by (1 without)."""
     normalizer = getattr(model, "value_normalizer", None)
     if normalizer is None:
         return 1.0
-    normalizer.observe(returns.float())
+    normalizer.observe(returns.float(), merge_ranks)
     return float(normalizer.std())

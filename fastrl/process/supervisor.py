@@ -38,6 +38,7 @@ from fastrl.process.faults import (
     interrupt_message,
 )
 from fastrl.process.last_checkpoint import ensure_checkpoint
+from fastrl.process.ranks import RankFailed, RankLink
 from fastrl.process.signals import SignalGuard
 from fastrl.spec import ResumePoint, RunSpec, WorkerIds
 from fastrl.process.watchdog import stale_worker, stall_fault
@@ -114,8 +115,11 @@ def _check_device(device: str) -> None:
 
 
 class Supervisor:
-    def __init__(self, config: Config, run_dir: RunDir, plan: RunPlan, resume: ResumePoint | None = None):
+    def __init__(self, config: Config, run_dir: RunDir, plan: RunPlan, resume: ResumePoint | None = None,
+                 link: RankLink | None = None, log_file: str | None = None):
+        """``link``: this rank's line to the others' main processes when torchrun launched the run."""
         self.config, self.run_dir, self.plan, self.resume = config, run_dir, plan, resume
+        self.link, self.log_file = link, log_file
         engine = config.engine
         self.ids = WorkerIds(engine.executors, engine.actors, engine.learners)
         self.processes: dict[str, mp.Process] = {}
@@ -129,12 +133,16 @@ class Supervisor:
             threaded = not self.config.engine.serial
             self.errors = QueueDrain(channels.errors, "errors", threaded)
             self.episodes = QueueDrain(channels.episodes, "episodes", threaded)
-            telemetry = Telemetry(self.config, self.run_dir, buffers.control, self.ids, self.episodes.take)
+            take, remote = self.episodes.take, None
+            if self.link is not None:  # rank 0's metrics are the run's: every rank's episodes and frames
+                take, remote = self.link.episodes(take), self._remote_frames if self.link.ranks.leader else None
+            telemetry = Telemetry(self.config, self.run_dir, buffers.control, self.ids, take, remote)
         except BaseException:
             buffers.close()
             buffers.arena.unlink()
             raise
-        spec = RunSpec(self.config, self.plan.buffers, buffers.spec, self.plan.env_info, str(self.run_dir.path), self.resume)
+        spec = RunSpec(self.config, self.plan.buffers, buffers.spec, self.plan.env_info, str(self.run_dir.path), self.resume,
+                       self.link.ranks if self.link else None, self.log_file)
         fault = None
         with self.signals:
             try:
@@ -166,6 +174,10 @@ class Supervisor:
         telemetry.mark_finished()
 
     def _conclude(self, fault: Fault | None, outcome: Outcome, summary: dict) -> dict:
+        if self.link is not None:  # the other ranks end too, naming this one, or know its silence is no fault
+            what = fault.what if fault else interrupt_message(self.signals.received, outcome.exact, outcome) \
+                if self.signals.received else "complete"
+            self.link.report(what, failed=fault is not None or self.signals.received is not None)
         if fault is not None:
             raise RunFailed(failure_message(fault, outcome), outcome.checkpoint, outcome.run_dir)
         if self.signals.received is not None:
@@ -217,19 +229,36 @@ class Supervisor:
                     raise _Faulted(stall_fault(control, self.ids, stuck, process.name, process.pid,
                                                self.config.env.id, str(self.run_dir.path)))
             telemetry.tick()
-            if ready and finish_due(telemetry):
-                control.set(Flag.FINISH)
+            self._tick_ranks(telemetry)
+            if ready and (finish_due(telemetry) if self.link is None or self.link.ranks.leader else telemetry.time_is_up()):
+                control.set(Flag.FINISH)  # under torchrun, rank 0 (which sees every rank's episodes) judges the target
             if self.signals.received and stop_by is None:
                 control.set(Flag.FINISH)  # the learner finishes at the next barrier, with an exact checkpoint
                 stop_by = time.monotonic() + reliability.shutdown_timeout_s
             if self.signals.forced or (stop_by is not None and time.monotonic() > stop_by):
                 return  # no barrier in time: the teardown saves the learner's current state instead
 
+    def _remote_frames(self, local: float) -> float:
+        """The other ranks' frames: as many as this rank's where their learners step together (every mode
+        but gala), else what they reported last."""
+        if self.config.engine.mode == "gala":
+            return self.link.remote_frames()
+        return local * (self.link.ranks.ranks - 1)
+
+    def _tick_ranks(self, telemetry: Telemetry) -> None:
+        if self.link is None:
+            return
+        try:
+            self.link.tick(telemetry.local_frames)
+        except RankFailed as exc:
+            raise _Faulted(Fault(f"rank {self.link.ranks.rank} stopped because {exc}")) from None
+
     def _raise_reported_error(self, wait_s: float = 0.0) -> None:
         if wait_s:
             self.errors.wait_for_item(wait_s)
         for name, summary, trace in self.errors.take():
-            raise _Faulted(Fault(f"{name} failed: {summary}", trace, worker=name))
+            cause = self.link.explain() if self.link is not None else ""  # a collective that failed: which rank?
+            raise _Faulted(Fault(f"{name} failed: {summary}" + (f" ({cause})" if cause else ""), trace, worker=name))
 
     def _write_pids(self) -> None:
         """For people and tests: which process is which (``kill -9`` one to see a fault handled)."""
@@ -251,6 +280,8 @@ class Supervisor:
             status = "failed" if fault else "interrupted" if self.signals.received else "complete"
             telemetry.tick(force=True)
             summary = telemetry.summary(status)
+            if self.link is not None:
+                summary["ranks"] = self.link.ranks.ranks
             telemetry.close()
             self.run_dir.write_summary(summary)
         finally:

@@ -73,6 +73,10 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
     beating = _beating_ids(role, index, ids, engine.inline_actors)
     name = ids.name(beating[0])
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
+    if spec.log_file:  # a rank of a torchrun launch: its log file gathers every process of the rank
+        from fastrl.process.ranks import log_to_file
+
+        log_to_file(Path(spec.log_file))
     stack = stack_file(spec.run_dir, name)
     stack.parent.mkdir(parents=True, exist_ok=True)
     stack_out = open(stack, "w")

@@ -69,7 +69,7 @@ class Executor:
         self.learner_of = owner_of(spec.envs, spec.learners)  # gala: each learner starts its own envs' rollouts
         self.local_of_learner = [[i for i, e in enumerate(self.env_list) if self.learner_of[e] == learner]
                                  for learner in range(spec.learners)]
-        self.envs: list[EnvAdapter] = [make_env(spec.config.env, e) for e in self.env_list]
+        self.envs: list[EnvAdapter] = [make_env(spec.config.env, spec.global_env(e)) for e in self.env_list]
         n = len(self.env_list)
         # per-env state as Python lists: a numpy scalar costs more to read and write, on every step
         self.row = [0] * n  # flat row of each env's current observation
@@ -118,7 +118,7 @@ class Executor:
                 rng.bit_generator.state = state["rng"]
                 restored[i] = state
             else:  # a fresh run, or an env that could not be saved: seeded restart
-                rng = env_rng(seed, env, restart=self.first_rollout)
+                rng = env_rng(seed, self.spec.global_env(env), restart=self.first_rollout)
             rngs.append(rng)
         return rngs, restored
 

@@ -38,10 +38,14 @@ def _finite_or_none(x: float):
 
 
 class Telemetry:
-    def __init__(self, config: Config, run_dir: RunDir, control: Control, ids: WorkerIds, take_episodes):
-        """``take_episodes()`` returns the ``(env, return, length)`` of episodes finished since the last call."""
+    def __init__(self, config: Config, run_dir: RunDir, control: Control, ids: WorkerIds, take_episodes,
+                 remote_frames=None):
+        """``take_episodes()`` returns the ``(env, return, length)`` of episodes finished since the last call
+        (env None: another rank's, counted in the run's return only); ``remote_frames(local)``: the frames
+        the other ranks learned from, given this rank's (torchrun's rank 0 adds them to its own)."""
         self.config, self.run_dir, self.control, self.ids = config, run_dir, control, ids
         self.take_episodes = take_episodes
+        self.remote_frames = remote_frames or (lambda local: 0.0)
         self.returns: deque[float] = deque(maxlen=config.run.return_window)
         self.learners = config.engine.learners
         self.learner_of = owner_of(config.engine.envs, self.learners)
@@ -77,7 +81,8 @@ class Telemetry:
         for env, ret, _length in self.take_episodes():
             self.returns.append(ret)
             self.interval_returns.append(ret)
-            self.learner_returns[self.learner_of[env]].append(ret)
+            if env is not None:
+                self.learner_returns[self.learner_of[env]].append(ret)
             self.episodes += 1
 
     @property
@@ -86,6 +91,12 @@ class Telemetry:
 
     @property
     def frames(self) -> float:
+        local = self.local_frames
+        return local + self.remote_frames(local)
+
+    @property
+    def local_frames(self) -> float:
+        """What this engine's learners learned from (under torchrun: this rank's share)."""
         return float(self.control.learner_stats[:, Stat.FRAMES].sum())
 
     def mark_finished(self) -> None:

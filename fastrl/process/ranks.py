@@ -1,0 +1,306 @@
+"""Many machines: under ``torchrun`` every rank is a whole fastrl engine; only the learners talk across ranks.
+
+``torchrun`` starts one fastrl process per node (or K on one machine: ``--standalone
+--nproc-per-node K``) and tells each its ``RANK`` and ``WORLD_SIZE`` and where the rendezvous
+store is (``MASTER_ADDR:MASTER_PORT``; torchrun's agent hosts it, else rank 0 does). From that:
+
+- ``Ranks`` (``launched``): this process's rank, the rank count, the store, the backend;
+- ``local_config``: the engine this rank runs: ``engine.envs`` is the total over every rank,
+  each rank steps an equal contiguous share (env streams are seeded by the global env index, so
+  2 ranks x 8 envs step the env streams of 1 rank x 16); every other key is the user's;
+- ``RankLink``: what the main processes of the ranks tell each other through the store, never
+  tensors: the run directory rank 0 chose, a heartbeat, the episodes and frames rank 0's metrics
+  sum over ranks, and why a rank failed, so every other rank ends naming it.
+
+Rank 0 writes the run directory; rank r > 0 keeps its engine's own directory (its checkpoints
+with its envs' states) in ``RUN/ranks/rank-<r>``; every rank logs to ``RUN/logs/rank-<r>.log``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from fastrl.config import Config, ConfigError
+
+log = logging.getLogger(__name__)
+
+BEAT_INTERVAL_S = 0.5
+LAUNCH_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """One rank of a torchrun launch, as every process of that rank's engine needs to know it."""
+
+    rank: int
+    ranks: int
+    addr: str
+    port: int
+    agent_store: bool  # torchrun's agent hosts the store at addr:port; else rank 0's main process does
+    prefix: str  # the store keys of this launch and restart: a restarted launch never reads a stale key
+    backend: str  # 'gloo' or 'nccl' (resolved)
+    timeout_s: float
+    local_envs: int  # this rank's share of engine.envs
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def env_offset(self) -> int:
+        """The global index of this rank's first env."""
+        return self.rank * self.local_envs
+
+    def connect(self, host: bool = False):
+        """A client of the launch's store (``host``: rank 0 serving it when torchrun's agent does not)."""
+        import torch.distributed as dist
+
+        try:
+            store = dist.TCPStore(self.addr, self.port, is_master=host, timeout=timedelta(seconds=self.timeout_s),
+                                  wait_for_workers=False, use_libuv=False)
+        except Exception as exc:  # noqa: BLE001 - whatever the store says, it is a fault of the launch
+            raise ConfigError(f"rank {self.rank}: cannot reach the rendezvous store at {self.addr}:{self.port} within "
+                              f"dist.timeout_s = {self.timeout_s:g}: {exc}") from None
+        return dist.PrefixStore(self.prefix, store)
+
+
+def launched(config: Config, environ: Mapping[str, str] = os.environ) -> Ranks | None:
+    """This process's rank when ``torchrun`` started it with more than one rank; None otherwise (one engine)."""
+    if not all(key in environ for key in LAUNCH_KEYS) or int(environ["WORLD_SIZE"]) <= 1:
+        return None
+    ranks = int(environ["WORLD_SIZE"])
+    engine = config.engine
+    if engine.serial:
+        raise ConfigError("engine.serial = true runs one process; under torchrun each rank is a whole engine "
+                          "with processes of its own: drop engine.serial or run without torchrun")
+    if engine.envs % ranks:
+        raise ConfigError(f"engine.envs = {engine.envs} (the total over every rank) must be a multiple of the "
+                          f"{ranks} ranks torchrun started: each rank steps an equal share")
+    run_id, restart = environ.get("TORCHELASTIC_RUN_ID", "fastrl"), environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return Ranks(
+        rank=int(environ["RANK"]), ranks=ranks, addr=environ["MASTER_ADDR"], port=int(environ["MASTER_PORT"]),
+        agent_store=environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True", prefix=f"fastrl/{run_id}/{restart}/",
+        backend=_backend(config), timeout_s=config.dist.timeout_s, local_envs=engine.envs // ranks,
+    )
+
+
+def _backend(config: Config) -> str:
+    backend, device = config.dist.backend, config.engine.device
+    if backend == "nccl" and device == "cpu":
+        raise ConfigError("dist.backend = 'nccl' moves CUDA tensors, but engine.device = 'cpu': use dist.backend = "
+                          "'gloo' (or 'auto'), or engine.device = 'cuda'")
+    if backend == "auto":
+        import torch
+
+        cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+        return "nccl" if cuda else "gloo"
+    if backend == "nccl":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("dist.backend = 'nccl' needs CUDA, and torch sees no CUDA device: use 'gloo' or 'auto'")
+    return backend
+
+
+def local_config(config: Config, ranks: Ranks) -> Config:
+    """The engine one rank runs: its share of the envs; the rest (budget, layout, algorithm) as given."""
+    engine = dataclasses.replace(config.engine, envs=ranks.local_envs)
+    local = dataclasses.replace(config, engine=engine)
+    from fastrl.config import validate
+
+    try:
+        validate(local)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (on each of the {ranks.ranks} ranks, which step engine.envs / {ranks.ranks} = "
+                          f"{ranks.local_envs} envs each)") from None
+    return local
+
+
+def launch_rank(environ: Mapping[str, str] = os.environ) -> int:
+    """This process's rank under torchrun (0 without it)."""
+    return int(environ.get("RANK", 0)) if launch_size(environ) > 1 else 0
+
+
+def launch_size(environ: Mapping[str, str] = os.environ) -> int:
+    """The rank count torchrun started (1 without it)."""
+    return int(environ.get("WORLD_SIZE", 1)) if all(key in environ for key in LAUNCH_KEYS) else 1
+
+
+def global_config(local: Config, given: Config) -> Config:
+    """What the run directory records: the rank's resolved config, with engine.envs the total again."""
+    return dataclasses.replace(local, engine=dataclasses.replace(local.engine, envs=given.engine.envs))
+
+
+def rank_target(target: Path, rank: int) -> Path:
+    """``--resume`` names the run (its directory, its checkpoints/ or a checkpoint file of it); rank r
+    resumes from the same place in its own directory."""
+    if rank == 0:
+        return target
+    if target.suffix == ".pt":
+        return rank_dir(target.parent.parent, rank) / "checkpoints" / target.name
+    root = target.parent if target.name == "checkpoints" else target
+    return rank_dir(root, rank)
+
+
+def rank_dir(root: Path, rank: int) -> Path:
+    """Where rank ``rank``'s engine keeps its own run directory (rank 0's is the run directory)."""
+    return root if rank == 0 else root / "ranks" / f"rank-{rank}"
+
+
+def log_file(root: Path, rank: int) -> Path:
+    return root / "logs" / f"rank-{rank}.log"
+
+
+def log_to_file(path: Path) -> None:
+    """Every record of this process also goes to the rank's log file (as well as where it went before)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(processName)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+        for other in root.handlers:  # the console keeps the level it had
+            if other is not handler and other.level == logging.NOTSET:
+                other.setLevel(logging.WARNING)
+
+
+class RankLink:
+    """What the main process of each rank tells the others, through the launch's store."""
+
+    def __init__(self, ranks: Ranks):
+        self.ranks = ranks
+        self.store = ranks.connect(host=ranks.leader and not ranks.agent_store)
+        self.rank = ranks.rank
+        self.beats = 0
+        self.last_beat = 0.0
+        self.seen = {r: (-1, time.monotonic()) for r in range(ranks.ranks) if r != self.rank}  # beat count, when
+        self.sent_episodes = 0
+        self.read_episodes = {r: 0 for r in range(1, ranks.ranks)}
+        self.outbox: list[tuple[int, float, int]] = []
+        self.frames = {r: 0.0 for r in range(1, ranks.ranks)}
+
+    # ------------------------------------------------------------------ before the run
+
+    def agree_run_dir(self, proposed: Path) -> Path:
+        """Rank 0's choice of the run directory, for every rank (default names carry a time stamp)."""
+        if self.ranks.leader:
+            self.store.set("run_dir", str(proposed))
+            return proposed
+        return Path(self._get("run_dir").decode())
+
+    def agree_resume(self, rollout: int) -> None:
+        """Every rank resumes from the same rollout, or none starts."""
+        self.store.set(f"resume/{self.rank}", str(rollout))
+        others = {r: int(self._get(f"resume/{r}")) for r in range(self.ranks.ranks)}
+        if len(set(others.values())) > 1:
+            listed = ", ".join(f"rank {r} at rollout {v}" for r, v in others.items())
+            raise ConfigError(f"the ranks' checkpoints are at different rollouts ({listed}): resume each from the "
+                              "same one, --resume RUN/checkpoints/ckpt-<rollout>.pt (every rank keeps its own)")
+
+    def _get(self, key: str) -> bytes:
+        try:
+            return self.store.get(key)
+        except Exception as exc:  # noqa: BLE001 - a store timeout or a lost connection alike
+            raise ConfigError(f"rank {self.rank}: no answer for {key!r} from the other ranks within dist.timeout_s = "
+                              f"{self.ranks.timeout_s:g} ({exc})") from None
+
+    # ------------------------------------------------------------------ while it runs
+
+    def episodes(self, take_local: Callable[[], list]) -> Callable[[], list]:
+        """The episodes source of this rank's metrics: its own; rank 0's also every other rank's
+        (without an env index: they count in the run's return, not in a learner's)."""
+        def take() -> list:
+            local = take_local()
+            if not self.ranks.leader:
+                self.outbox += local
+                return local
+            return local + self._take_remote()
+        return take
+
+    def remote_frames(self) -> float:
+        """The frames the other ranks' learners reported last (rank 0's metrics sum them with its own)."""
+        return float(sum(self.frames.values()))
+
+    def tick(self, frames: float) -> None:
+        """Beat, pass on episodes and frames; raise ``RankFailed`` when another rank failed or went silent."""
+        now = time.monotonic()
+        if now - self.last_beat < BEAT_INTERVAL_S:
+            return
+        self.last_beat = now
+        self.beats += 1
+        try:
+            self.store.set(f"beat/{self.rank}", str(self.beats))
+            if not self.ranks.leader:
+                self._send(frames)
+            self._check_others(now)
+        except RankFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the store's host (rank 0 or torchrun's agent) is gone
+            raise RankFailed(f"lost the rendezvous store at {self.ranks.addr}:{self.ranks.port} ({exc}): rank 0 or "
+                             "torchrun's agent is gone") from None
+
+    def _send(self, frames: float) -> None:
+        self.store.set(f"frames/{self.rank}", str(frames))
+        if self.outbox:
+            self.store.set(f"episodes/{self.rank}/{self.sent_episodes}", json.dumps(self.outbox))
+            self.outbox = []
+            self.sent_episodes = self.store.add(f"episodes/{self.rank}/count", 1)
+
+    def _take_remote(self) -> list:
+        taken = []
+        for r, read in self.read_episodes.items():
+            try:
+                count = self.store.add(f"episodes/{r}/count", 0)
+                for k in range(read, count):
+                    key = f"episodes/{r}/{k}"
+                    taken += [(None, ret, length) for _env, ret, length in json.loads(self.store.get(key))]
+                    self.store.delete_key(key)
+                self.read_episodes[r] = count
+                if self.store.check([f"frames/{r}"]):
+                    self.frames[r] = float(self.store.get(f"frames/{r}"))
+            except Exception:  # noqa: BLE001 - tick() reports a lost store; metrics go on without
+                break
+        return taken
+
+    def _check_others(self, now: float) -> None:
+        for r, (count, since) in self.seen.items():
+            if self.store.check([f"status/{r}"]):
+                raise RankFailed(f"rank {r} failed: {self.store.get(f'status/{r}').decode()}", rank=r)
+            beat = int(self.store.get(f"beat/{r}")) if self.store.check([f"beat/{r}"]) else -1
+            if beat != count:
+                self.seen[r] = (beat, now)
+            elif beat >= 0 and now - since > self.ranks.timeout_s and not self.store.check([f"done/{r}"]):
+                raise RankFailed(f"rank {r} went silent: no heartbeat for {now - since:.0f} s (dist.timeout_s = "
+                                 f"{self.ranks.timeout_s:g}); it died or its machine is unreachable", rank=r)
+
+    def report(self, status: str, failed: bool = True) -> None:
+        """This rank ends: why, if it failed, so the others end too, naming it; that it is done otherwise,
+        so its silence from now on is no fault (best effort: the store may be gone)."""
+        try:
+            self.store.set(f"{'status' if failed else 'done'}/{self.rank}", status)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def explain(self) -> str:
+        """Which other rank failed first, if one said so (added to a learner's collective error)."""
+        try:
+            for r in self.seen:
+                if self.store.check([f"status/{r}"]):
+                    return f"rank {r} failed first: {self.store.get(f'status/{r}').decode()}"
+        except Exception:  # noqa: BLE001
+            pass
+        return ""
+
+
+class RankFailed(Exception):
+    def __init__(self, what: str, rank: int | None = None):
+        super().__init__(what)
+        self.rank = rank
