@@ -69,35 +69,54 @@ def train(
 
     from fastrl.process import ranks as launch
 
-    point = None
-    if resume is not None:
-        if config is not None or run_dir is not None:
-            raise ConfigError("resume continues a run with its own config and directory: give no config or run_dir")
-        from fastrl.resume import prepare_resume
-
-        rank = launch.launch_rank()
-        resumed = prepare_resume(launch.rank_target(Path(resume), rank), overrides, ranks=launch.launch_size())
-        config, point = resumed.config, resumed.point
-        run_dir = resumed.run_dir if rank == 0 else resumed.run_dir.parent.parent  # the run's root
-    else:
-        config = resolve_config(config, overrides)
+    restarted = resume is None and launch.restarted(run_dir)
+    if restarted:  # torchrun --max-restarts: go on from the last checkpoint
+        resume, config, run_dir = run_dir, None, None
+    resumed = _prepare_resume(resume, config, run_dir, overrides) if resume is not None else None
+    config = resumed.config if resumed else resolve_config(config, overrides)
     ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
     plan = plan_run(launch.local_config(config, ranks) if ranks else config)  # every input check, before anything starts
     link = launch.RankLink(ranks) if ranks else None
-    if link is not None and point is not None:
-        link.agree_resume(point.rollout)
+    if link is not None and resumed is not None:
+        resumed = _agree_resume(link, resumed, resume, overrides)
     sweep_stale_segments()
     compile_kernels()
-    if resume is not None:
+    if resumed is not None:
         resumed.set_aside_newer()
+        run_dir = resumed.run_dir if ranks is None else launch.run_root(resumed.run_dir, ranks.rank)
     written = plan.config if ranks is None else launch.global_config(plan.config, config)
     root = Path(run_dir) if run_dir is not None else default_run_dir(written)
+    log_file = None
     if link is not None:
         root = link.agree_run_dir(root)
-    run = RunDir.create(written, launch.rank_dir(root, ranks.rank) if ranks else root, ranks.ranks if ranks else 1)
-    log_file = None
-    if ranks is not None:
         log_file = str(launch.log_file(root, ranks.rank))
         launch.log_to_file(Path(log_file))
+    if restarted:
+        log.warning("torchrun restarted this rank: resuming %s at rollout %d", root, resumed.point.rollout)
+    run = RunDir.create(written, launch.rank_dir(root, ranks.rank) if ranks else root, ranks.ranks if ranks else 1)
     log.info("run directory %s", run.path)
+    point = resumed.point if resumed else None
     return Supervisor(plan.config, run, plan, point, link, log_file).run()
+
+
+def _prepare_resume(target, config, run_dir, overrides):
+    """The run to go on from; under torchrun, this rank's own directory of it."""
+    from fastrl.process import ranks as launch
+    from fastrl.resume import prepare_resume
+
+    if config is not None or run_dir is not None:
+        raise ConfigError("resume continues a run with its own config and directory: give no config or run_dir")
+    return prepare_resume(launch.rank_target(Path(target), launch.launch_rank()), overrides, ranks=launch.launch_size())
+
+
+def _agree_resume(link, resumed, target, overrides):
+    """Every rank goes on from the same rollout: the one asked for, or the newest checkpoint all ranks have."""
+    from fastrl.checkpoint import CheckpointStore
+    from fastrl.resume import prepare_resume
+
+    store = CheckpointStore(resumed.run_dir / "checkpoints")
+    rollout = link.agree_resume(resumed.point.rollout, store.rollouts(), explicit=Path(target).suffix == ".pt")
+    if rollout == resumed.point.rollout:
+        return resumed
+    log.warning("rank %d resumes from rollout %d, the newest checkpoint every rank has", link.rank, rollout)
+    return prepare_resume(store.path(rollout), overrides, ranks=link.ranks.ranks)

@@ -3,6 +3,7 @@
 ``cartpole(fault=..., at=k)`` misbehaves at the k-th step of each env instance (counted from
 its creation, so the start-up probe in the main process, one step, never reaches it).
 """
+import os
 import threading
 import time
 
@@ -76,3 +77,10 @@ def not_an_env():
 
 
 gym.register("FaultyCartPole-v0", entry_point="tests.faulty_envs:FaultyCartPole")
+
+
+def cartpole_failing_in_first_attempt(env_index: int, fail_env: int = 4, at: int = 300) -> gym.Env:
+    """Global env ``fail_env`` raises at its step ``at``, in torchrun's first attempt only (its restart count
+    is 0): the ``torchrun --max-restarts`` test. Every other env, and every env of a restart, is plain."""
+    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+    return FaultyCartPole("raise" if first_attempt and env_index == fail_env else "none", at=at)

@@ -107,8 +107,10 @@ class Arena:
         except BufferError:
             pass  # a numpy/torch view is still alive; the mapping goes with the process
 
-    def unlink(self) -> None:
-        if not self.owner:
+    def unlink(self, orphaned: bool = False) -> None:
+        """Remove the segment's name (processes that mapped it keep their mapping). Only its creator
+        does, or (``orphaned``) a worker whose creator died without doing it."""
+        if not self.owner and not orphaned:
             raise RuntimeError("only the process that created a segment unlinks it")
         try:
             os.unlink(self.path)

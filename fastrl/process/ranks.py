@@ -32,6 +32,7 @@ from fastrl.config import Config, ConfigError
 log = logging.getLogger(__name__)
 
 BEAT_INTERVAL_S = 0.5
+SILENT_S = 3 * BEAT_INTERVAL_S  # a rank whose beat has not moved for this long, when this one ends, is gone
 LAUNCH_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -133,6 +134,20 @@ def launch_size(environ: Mapping[str, str] = os.environ) -> int:
     return int(environ.get("WORLD_SIZE", 1)) if all(key in environ for key in LAUNCH_KEYS) else 1
 
 
+def restarted(run_dir) -> bool:
+    """torchrun restarted this rank (``--max-restarts``) into a run directory that has its checkpoint."""
+    from fastrl.checkpoint import checkpoint_file
+
+    if run_dir is None or int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) == 0:
+        return False
+    return checkpoint_file(rank_dir(Path(run_dir), launch_rank())).is_file()
+
+
+def run_root(rank_directory: Path, rank: int) -> Path:
+    """The run directory of which ``rank_directory`` is rank ``rank``'s."""
+    return rank_directory if rank == 0 else rank_directory.parent.parent
+
+
 def global_config(local: Config, given: Config) -> Config:
     """What the run directory records: the rank's resolved config, with engine.envs the total again."""
     return dataclasses.replace(local, engine=dataclasses.replace(local.engine, envs=given.engine.envs))
@@ -196,14 +211,20 @@ class RankLink:
             return proposed
         return Path(self._get("run_dir").decode())
 
-    def agree_resume(self, rollout: int) -> None:
-        """Every rank resumes from the same rollout, or none starts."""
-        self.store.set(f"resume/{self.rank}", str(rollout))
-        others = {r: int(self._get(f"resume/{r}")) for r in range(self.ranks.ranks)}
-        if len(set(others.values())) > 1:
-            listed = ", ".join(f"rank {r} at rollout {v}" for r, v in others.items())
-            raise ConfigError(f"the ranks' checkpoints are at different rollouts ({listed}): resume each from the "
-                              "same one, --resume RUN/checkpoints/ckpt-<rollout>.pt (every rank keeps its own)")
+    def agree_resume(self, wanted: int, available: list[int], explicit: bool) -> int:
+        """The rollout every rank resumes from: the one each would (their latest checkpoints, which a fault
+        may have left at different rollouts), else the newest every rank has, unless a file was named."""
+        self.store.set(f"resume/{self.rank}", json.dumps({"wanted": wanted, "available": available}))
+        every = {r: json.loads(self._get(f"resume/{r}")) for r in range(self.ranks.ranks)}
+        if len({e["wanted"] for e in every.values()}) == 1:
+            return wanted
+        common = set.intersection(*(set(e["available"]) for e in every.values()))
+        if explicit or not common:
+            listed = ", ".join(f"rank {r} at rollout {e['wanted']}" for r, e in every.items())
+            raise ConfigError(f"the ranks' checkpoints are at different rollouts ({listed}) and "
+                              + ("a checkpoint file was named" if explicit else "no rollout is checkpointed on every rank")
+                              + ": resume from one every rank has, --resume RUN/checkpoints/ckpt-<rollout>.pt")
+        return max(common)
 
     def _get(self, key: str) -> bytes:
         try:
@@ -277,25 +298,34 @@ class RankLink:
             beat = int(self.store.get(f"beat/{r}")) if self.store.check([f"beat/{r}"]) else -1
             if beat != count:
                 self.seen[r] = (beat, now)
-            elif beat >= 0 and now - since > self.ranks.timeout_s and not self.store.check([f"done/{r}"]):
+            elif beat >= 0 and now - since > self.ranks.timeout_s and not self._ended(r):
                 raise RankFailed(f"rank {r} went silent: no heartbeat for {now - since:.0f} s (dist.timeout_s = "
                                  f"{self.ranks.timeout_s:g}); it died or its machine is unreachable", rank=r)
 
-    def report(self, status: str, failed: bool = True) -> None:
-        """This rank ends: why, if it failed, so the others end too, naming it; that it is done otherwise,
-        so its silence from now on is no fault (best effort: the store may be gone)."""
+    def report(self, status: str, how: str = "failed") -> None:
+        """This rank ends: ``failed`` (the others end too, naming it), ``stopped`` (a signal) or ``done``;
+        after either of the last two its silence is no fault (best effort: the store may be gone)."""
         try:
-            self.store.set(f"{'status' if failed else 'done'}/{self.rank}", status)
+            self.store.set(f"{ {'failed': 'status', 'stopped': 'stopped', 'done': 'done'}[how]}/{self.rank}", status)
         except Exception:  # noqa: BLE001
             pass
 
+    def _ended(self, r: int) -> bool:
+        return self.store.check([f"done/{r}"]) or self.store.check([f"stopped/{r}"])
+
     def explain(self) -> str:
-        """Which other rank failed first, if one said so (added to a learner's collective error)."""
+        """Which other rank ended this one: one that reported a failure, else one gone silent without a word
+        (killed, or its machine lost); '' when none is known (added to this rank's own message)."""
         try:
             for r in self.seen:
                 if self.store.check([f"status/{r}"]):
                     return f"rank {r} failed first: {self.store.get(f'status/{r}').decode()}"
-        except Exception:  # noqa: BLE001
+            now = time.monotonic()
+            for r, (count, since) in self.seen.items():
+                beat = int(self.store.get(f"beat/{r}")) if self.store.check([f"beat/{r}"]) else -1
+                if beat == count and now - since > SILENT_S and not self._ended(r):
+                    return f"rank {r} went silent {now - since:.1f} s ago without reporting anything: it was killed or lost"
+        except Exception:  # noqa: BLE001 - the store may be gone with the rank that hosted it
             pass
         return ""
 

@@ -51,6 +51,8 @@ KILL_WAIT_S = 1.0
 WATCH_INTERVAL_S = 0.1
 LAST_REPORT_WAIT_S = 0.5  # a dying worker's own report explains its death better than its exit code
 PIDS_FILE = "pids.json"
+TORCHRUN_STOP = ("(torchrun stops every rank when one ends or fails; its report names the rank that ended first. "
+                 "Every rank resumes together: torchrun ... -m fastrl train --resume RUN_DIR)")
 
 
 class _Faulted(Exception):
@@ -174,15 +176,19 @@ class Supervisor:
         telemetry.mark_finished()
 
     def _conclude(self, fault: Fault | None, outcome: Outcome, summary: dict) -> dict:
+        interrupted = interrupt_message(self.signals.received, outcome.exact, outcome) if self.signals.received else ""
         if self.link is not None:  # the other ranks end too, naming this one, or know its silence is no fault
-            what = fault.what if fault else interrupt_message(self.signals.received, outcome.exact, outcome) \
-                if self.signals.received else "complete"
-            self.link.report(what, failed=fault is not None or self.signals.received is not None)
+            self.link.report(fault.what if fault else interrupted or "complete",
+                             "failed" if fault else "stopped" if interrupted else "done")
+            if interrupted:
+                interrupted += " " + (self.link.explain() or TORCHRUN_STOP)
         if fault is not None:
-            raise RunFailed(failure_message(fault, outcome), outcome.checkpoint, outcome.run_dir)
-        if self.signals.received is not None:
-            raise RunInterrupted(interrupt_message(self.signals.received, outcome.exact, outcome), self.signals.received,
-                                 outcome.checkpoint, outcome.run_dir)
+            message = failure_message(fault, outcome)
+            log.info("the run failed: %s", message)  # for a rank's log file (the command prints it too)
+            raise RunFailed(message, outcome.checkpoint, outcome.run_dir)
+        if interrupted:
+            log.info("%s", interrupted)
+            raise RunInterrupted(interrupted, self.signals.received, outcome.checkpoint, outcome.run_dir)
         return summary
 
     # ------------------------------------------------------------------ workers
@@ -213,6 +219,8 @@ class Supervisor:
             self._raise_reported_error()
             dead = wait(list(sentinels), timeout=WATCH_INTERVAL_S)
             if dead:
+                if self.signals.received:  # the stop signal reached the workers too (a process group's, torchrun's)
+                    return
                 self._raise_reported_error(wait_s=LAST_REPORT_WAIT_S)
                 raise _Faulted(_death(sentinels[dead[0]]))
             if not ready and control.ready.all():

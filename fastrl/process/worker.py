@@ -119,6 +119,8 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
         faulthandler.unregister(signal.SIGUSR1)
         stack_out.close()
         buffers.close()
+        if os.getppid() != parent_pid:  # the main process was killed (-9): nobody else will free the memory
+            buffers.arena.unlink(orphaned=True)  # the name only: workers still leaving keep their mapping
 
 
 def _report(channels: Channels, name: str, exc: BaseException, queue_timeout_s: float) -> None:
