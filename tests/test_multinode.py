@@ -79,11 +79,17 @@ def test_two_ranks_of_four_envs_learn_what_one_rank_of_eight_learns(tmp_path, co
         assert list((_rank_dir(tmp_path / "ranks", rank) / "checkpoints").glob("*.envs"))  # its own envs' states
 
 
-def test_a_two_rank_run_resumes_only_with_two_ranks(tmp_path):
-    proc = _torchrun(tmp_path / "run", "configs/cartpole_sync.toml", *QUICK, "run.total_frames=800")
-    assert proc.wait(timeout=150) == 0, _finish(proc)
+def test_async_ranks_all_reduce_per_batch_and_resume_only_with_as_many_ranks(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _torchrun(run_dir, "configs/cartpole_impala.toml", *QUICK, "algo.batch_slots=4", "run.total_frames=4000")
+    err = _finish(proc)
+    assert proc.returncode == 0, err
+    rank0, rank1 = _params(run_dir), _params(_rank_dir(run_dir, 1))
+    assert all(torch.equal(rank0[name], rank1[name]) for name in rank0)  # the same mean gradient every batch
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["ranks"] == 2 and summary["frames"] == 4000 and summary["mode"] == "async"
     with pytest.raises(ConfigError, match="made with 2 .*torchrun"):
-        fastrl.train(resume=tmp_path / "run", overrides=["run.total_frames=1600"])
+        fastrl.train(resume=run_dir, overrides=["run.total_frames=8000"])
 
 
 def test_a_rank_killed_with_sigkill_ends_the_other_within_its_timeout_leaving_nothing(tmp_path):

@@ -315,19 +315,38 @@ class RankLink:
 
     def explain(self) -> str:
         """Which other rank ended this one: one that reported a failure, else one gone silent without a word
-        (killed, or its machine lost); '' when none is known (added to this rank's own message)."""
+        (killed, or its machine lost), watched for up to ``SILENT_S`` to tell; '' when none is known."""
         try:
-            for r in self.seen:
-                if self.store.check([f"status/{r}"]):
-                    return f"rank {r} failed first: {self.store.get(f'status/{r}').decode()}"
-            now = time.monotonic()
-            for r, (count, since) in self.seen.items():
-                beat = int(self.store.get(f"beat/{r}")) if self.store.check([f"beat/{r}"]) else -1
-                if beat == count and now - since > SILENT_S and not self._ended(r):
-                    return f"rank {r} went silent {now - since:.1f} s ago without reporting anything: it was killed or lost"
+            deadline = time.monotonic() + 2 * SILENT_S
+            undecided = set(self.seen)
+            while undecided and time.monotonic() < deadline:
+                for r in sorted(undecided):
+                    verdict = self._verdict(r)
+                    if verdict is not None:
+                        if verdict:
+                            return verdict
+                        undecided.discard(r)
+                time.sleep(0.05)
         except Exception:  # noqa: BLE001 - the store may be gone with the rank that hosted it
             pass
         return ""
+
+    def _verdict(self, r: int) -> str | None:
+        """Rank r's part in this rank's end: its failure or its silence (a message), no part (''), or
+        not known yet (None)."""
+        if self.store.check([f"status/{r}"]):
+            return f"rank {r} failed first: {self.store.get(f'status/{r}').decode()}"
+        if self._ended(r):
+            return ""
+        count, since = self.seen[r]
+        beat = int(self.store.get(f"beat/{r}")) if self.store.check([f"beat/{r}"]) else -1
+        now = time.monotonic()
+        if beat != count:  # it beat since this rank last looked: watch on (killed just after, or alive)
+            self.seen[r] = (beat, now)
+            return None
+        if now - since > SILENT_S:
+            return f"rank {r} went silent {now - since:.1f} s ago without reporting anything: it was killed or lost"
+        return None
 
 
 class RankFailed(Exception):

@@ -177,11 +177,8 @@ class Supervisor:
 
     def _conclude(self, fault: Fault | None, outcome: Outcome, summary: dict) -> dict:
         interrupted = interrupt_message(self.signals.received, outcome.exact, outcome) if self.signals.received else ""
-        if self.link is not None:  # the other ranks end too, naming this one, or know its silence is no fault
-            self.link.report(fault.what if fault else interrupted or "complete",
-                             "failed" if fault else "stopped" if interrupted else "done")
-            if interrupted:
-                interrupted += " " + (self.link.explain() or TORCHRUN_STOP)
+        if interrupted and self.link is not None:  # torchrun stops every rank when one ends: which one?
+            interrupted += " " + (self.link.explain() or TORCHRUN_STOP)
         if fault is not None:
             message = failure_message(fault, outcome)
             log.info("the run failed: %s", message)  # for a rank's log file (the command prints it too)
@@ -277,6 +274,9 @@ class Supervisor:
 
     def _teardown(self, spec, channels, buffers, telemetry, fault: Fault | None) -> tuple[Outcome, dict]:
         control = buffers.control
+        if self.link is not None:  # first: the other ranks end too, naming this one, or know its silence is no fault
+            how = "failed" if fault else "stopped" if self.signals.received else "done"
+            self.link.report(fault.what if fault else how, how)
         try:
             control.set(Flag.STOP)
             if fault is not None and fault.stalled and fault.worker in self.processes:
