@@ -32,6 +32,7 @@ class Outcome:
     checkpoint: str | None  # path of latest.pt, or None when none could be written
     checkpoint_note: str  # "update 12, 480 frames" or why there is none
     exact: bool = False  # the checkpoint was taken at a barrier with the env states: resuming is exact
+    resume_command: str = "fastrl train --resume {run_dir}"  # under torchrun: every rank resumes the run
 
 
 class RunFailed(RuntimeError):
@@ -88,7 +89,8 @@ def closing_sentence(outcome: Outcome) -> str:
         )
     return (
         f"Every worker was stopped and the shared memory freed; the last good parameters "
-        f"({outcome.checkpoint_note}) are in {outcome.checkpoint}; go on with: fastrl train --resume {outcome.run_dir}"
+        f"({outcome.checkpoint_note}) are in {outcome.checkpoint}; go on with: "
+        + outcome.resume_command.format(run_dir=outcome.run_dir)
     )
 
 

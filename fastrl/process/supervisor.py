@@ -12,6 +12,7 @@ at once). The main process never blocks on a queue (drain.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import multiprocessing as mp
@@ -38,7 +39,7 @@ from fastrl.process.faults import (
     interrupt_message,
 )
 from fastrl.process.last_checkpoint import ensure_checkpoint
-from fastrl.process.ranks import RankFailed, RankLink
+from fastrl.process.ranks import RankFailed, RankLink, run_root
 from fastrl.process.signals import SignalGuard
 from fastrl.spec import ResumePoint, RunSpec, WorkerIds
 from fastrl.process.watchdog import stale_worker, stall_fault
@@ -285,6 +286,9 @@ class Supervisor:
                 self._await_learner_checkpoint(control)
             self._stop_workers()
             outcome = ensure_checkpoint(spec, buffers, self.run_dir, allowed=not self.signals.forced)
+            if self.link is not None:  # every rank resumes the run together, each from its own directory
+                outcome = dataclasses.replace(outcome, run_dir=str(run_root(self.run_dir.path, self.link.rank)),
+                                              resume_command="torchrun <the same options> -m fastrl train --resume {run_dir}")
             status = "failed" if fault else "interrupted" if self.signals.received else "complete"
             telemetry.tick(force=True)
             summary = telemetry.summary(status)
