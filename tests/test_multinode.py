@@ -72,6 +72,7 @@ def test_two_ranks_of_four_envs_learn_what_one_rank_of_eight_learns(tmp_path, co
             (name, float((rank0[name] - single[name]).abs().max()))
     summary = json.loads((tmp_path / "ranks" / "summary.json").read_text())
     assert summary["ranks"] == 2 and summary["status"] == "complete"
+    assert summary["ranks_s"] > 0 and 0 < summary["ranks_share_of_learning"] <= 1  # what the collectives cost
     assert summary["frames"] == one["frames"] == frames  # rank 0's metrics count every rank's frames
     assert summary["episodes"] > json.loads((_rank_dir(tmp_path / "ranks", 1) / "summary.json").read_text())["episodes"]
     for rank in (0, 1):

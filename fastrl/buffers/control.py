@@ -59,6 +59,7 @@ class Stat(IntEnum):
     CLIP_FRACTION = 18  # share of samples whose probability ratio left [1 - clip, 1 + clip]
     APPROX_KL = 19  # estimate of KL(old || new): mean of (ratio - 1) - log ratio
     LR = 20  # the learning rate of the last optimizer step (algo.lr_schedule)
+    RANKS_S = 21  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
 
 
 STAT_COLUMNS = 24

@@ -25,6 +25,7 @@ always was. gala's learners do not learn as one (each has its own parameters): t
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 import torch
@@ -40,6 +41,7 @@ class Solo:
     """One rank: nothing to share."""
 
     rank, ranks = 0, 1
+    seconds = 0.0  # spent in collectives with other ranks
 
     def reduce_gradients(self, grads: list[torch.Tensor]) -> None:
         pass
@@ -65,6 +67,7 @@ class Cohort(Solo):
 
     def __init__(self, rank: int, ranks: int, device: torch.device):
         self.rank, self.ranks, self.device = rank, ranks, device
+        self.seconds = 0.0  # spent in collectives (waiting for the slowest rank included)
 
     def reduce_gradients(self, grads: list[torch.Tensor]) -> None:
         flat = torch.cat([g.reshape(-1) for g in grads]).to(self.device)
@@ -104,12 +107,15 @@ class Cohort(Solo):
         return int(total), mean, var
 
     def _collective(self, what: str, call, *args, **kwargs) -> None:
+        started = time.perf_counter()
         try:
             call(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - gloo and nccl raise RuntimeError subclasses of their own
             raise PeerRankLost(f"rank {self.rank}'s learner: the cross-rank {what} failed ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else ''}); another rank died, hung past "
                                "dist.timeout_s or left") from None
+        finally:
+            self.seconds += time.perf_counter() - started
 
 
 def join_group(ranks, member: int, members: int, device: torch.device) -> None:

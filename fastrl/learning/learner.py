@@ -182,6 +182,7 @@ class Learner:
             self.model.load_state_dict(update.params)
         self.stats[Stat.LAG_MEAN] = self.stats[Stat.LAG_MAX] = update.lag or 0
         self.stats[Stat.GRAD_NORM] = norm
+        self.stats[Stat.RANKS_S] = self.cohort.seconds
         self.stats[Stat.UPDATES] += 1
         self.version += 1
 

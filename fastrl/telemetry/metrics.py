@@ -152,6 +152,8 @@ class Telemetry:
             "time_split": self._time_split(self.last_timing),
             "rss_mb": self.memory.sample(),
         }
+        if stats[Stat.RANKS_S] > 0:
+            line["ranks_s"] = round(float(stats[Stat.RANKS_S]), 3)  # torchrun: in collectives with the other ranks
         if self.config.algo.name == "ppo":
             line["clip_fraction"] = float(stats[Stat.CLIP_FRACTION])
             line["approx_kl"] = float(stats[Stat.APPROX_KL])
@@ -220,6 +222,12 @@ class Telemetry:
             "env_id": self.config.env.id,
             "mode": self.config.engine.mode,
         }
+        ranks_s = float(self.control.learner_stats[:, Stat.RANKS_S].sum())
+        if ranks_s > 0:  # torchrun: what talking to the other ranks cost the learner
+            summary["ranks_s"] = round(ranks_s, 3)
+            summary["ranks_ms_per_update"] = round(1e3 * ranks_s / max(summary["updates"], 1), 3)
+            learning = sum(float(self.control.timing[self.ids.learner(i), Clock.LEARNING]) for i in range(self.learners))
+            summary["ranks_share_of_learning"] = round(ranks_s / max(learning, 1e-9), 4)
         if self.learners > 1:
             self.last_updates = np.zeros(self.learners)
             summary.update(self._learner_lines(train_s))
