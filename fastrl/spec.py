@@ -2,16 +2,49 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from datetime import timedelta
 
 from fastrl.buffers import BufferPlan
 from fastrl.buffers.arena import ArenaSpec
-from fastrl.config import Config
+from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo
 from fastrl.modes import ModeSpec, mode_of
 
-if TYPE_CHECKING:
-    from fastrl.process.ranks import Ranks
+
+@dataclass(frozen=True)
+class Ranks:
+    """One rank of a torchrun launch, as every process of that rank's engine needs to know it."""
+
+    rank: int
+    ranks: int
+    addr: str
+    port: int
+    agent_store: bool  # torchrun's agent hosts the store at addr:port; else rank 0's main process does
+    prefix: str  # the store keys of this launch and restart: a restarted launch never reads a stale key
+    backend: str  # 'gloo' or 'nccl' (resolved)
+    timeout_s: float
+    local_envs: int  # this rank's share of engine.envs
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def env_offset(self) -> int:
+        """The global index of this rank's first env."""
+        return self.rank * self.local_envs
+
+    def connect(self, host: bool = False):
+        """A client of the launch's store (``host``: rank 0 serving it when torchrun's agent does not)."""
+        import torch.distributed as dist
+
+        try:
+            store = dist.TCPStore(self.addr, self.port, is_master=host, timeout=timedelta(seconds=self.timeout_s),
+                                  wait_for_workers=False, use_libuv=False)
+        except Exception as exc:  # noqa: BLE001 - whatever the store says, it is a fault of the launch
+            raise ConfigError(f"rank {self.rank}: cannot reach the rendezvous store at {self.addr}:{self.port} within "
+                              f"dist.timeout_s = {self.timeout_s:g}: {exc}") from None
+        return dist.PrefixStore(self.prefix, store)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 --nproc-per-node K``) and tells each its ``RANK`` and ``WORLD_SIZE`` and where the rendezvous
 store is (``MASTER_ADDR:MASTER_PORT``; torchrun's agent hosts it, else rank 0 does). From that:
 
-- ``Ranks`` (``launched``): this process's rank, the rank count, the store, the backend;
+- ``launched``: this process's rank (``fastrl.spec.Ranks``: the rank count, the store, the backend);
 - ``local_config``: the engine this rank runs: ``engine.envs`` is the total over every rank,
   each rank steps an equal contiguous share (env streams are seeded by the global env index, so
   2 ranks x 8 envs step the env streams of 1 rank x 16); every other key is the user's;
@@ -23,53 +23,16 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from fastrl.config import Config, ConfigError
+from fastrl.spec import Ranks
 
 log = logging.getLogger(__name__)
 
 BEAT_INTERVAL_S = 0.5
 SILENT_S = 3 * BEAT_INTERVAL_S  # a rank whose beat has not moved for this long, when this one ends, is gone
 LAUNCH_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-
-
-@dataclass(frozen=True)
-class Ranks:
-    """One rank of a torchrun launch, as every process of that rank's engine needs to know it."""
-
-    rank: int
-    ranks: int
-    addr: str
-    port: int
-    agent_store: bool  # torchrun's agent hosts the store at addr:port; else rank 0's main process does
-    prefix: str  # the store keys of this launch and restart: a restarted launch never reads a stale key
-    backend: str  # 'gloo' or 'nccl' (resolved)
-    timeout_s: float
-    local_envs: int  # this rank's share of engine.envs
-
-    @property
-    def leader(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def env_offset(self) -> int:
-        """The global index of this rank's first env."""
-        return self.rank * self.local_envs
-
-    def connect(self, host: bool = False):
-        """A client of the launch's store (``host``: rank 0 serving it when torchrun's agent does not)."""
-        import torch.distributed as dist
-
-        try:
-            store = dist.TCPStore(self.addr, self.port, is_master=host, timeout=timedelta(seconds=self.timeout_s),
-                                  wait_for_workers=False, use_libuv=False)
-        except Exception as exc:  # noqa: BLE001 - whatever the store says, it is a fault of the launch
-            raise ConfigError(f"rank {self.rank}: cannot reach the rendezvous store at {self.addr}:{self.port} within "
-                              f"dist.timeout_s = {self.timeout_s:g}: {exc}") from None
-        return dist.PrefixStore(self.prefix, store)
 
 
 def launched(config: Config, environ: Mapping[str, str] = os.environ) -> Ranks | None:
