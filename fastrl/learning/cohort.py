@@ -73,11 +73,8 @@ class Cohort(Solo):
         flat = torch.cat([g.reshape(-1) for g in grads]).to(self.device)
         self._collective("gradient all-reduce", torch.distributed.all_reduce, flat)
         flat /= self.ranks
-        offset = 0
-        for g in grads:
-            n = g.numel()
-            g.copy_(flat[offset: offset + n].view_as(g))
-            offset += n
+        for g, mean in zip(grads, flat.split([g.numel() for g in grads])):
+            g.copy_(mean.view_as(g))
 
     def agree(self, *wishes: bool) -> tuple[bool, ...]:
         flags = torch.tensor([int(w) for w in wishes], dtype=torch.int32, device=self.device)
