@@ -1,6 +1,7 @@
 """GALA gossip mathematics: who mixes with whom, and how far agents can drift from their average.
 
-Agents i = 0..n-1 on a directed ring (i sends to i+1). After its local update δ_i^k an agent
+Agents i = 0..n-1 on a directed ring (i sends to i+1); under torchrun the n agents are every rank's
+learners, learner i of rank r being agent r·(learners per rank) + i. After its local update δ_i^k an agent
 holds the half-step h_i^k = x_i^k - δ_i^k, sends it, and mixes what it received:
 x_i^{k+1} = (h_i^k + m_{i-1}) / 2 (the issue's x_i ← (x_i + Σ_j m_j) / (1 + |N_in|), one in-peer).
 

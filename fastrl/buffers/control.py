@@ -60,6 +60,7 @@ class Stat(IntEnum):
     APPROX_KL = 19  # estimate of KL(old || new): mean of (ratio - 1) - log ratio
     LR = 20  # the learning rate of the last optimizer step (algo.lr_schedule)
     RANKS_S = 21  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
+    RADIUS = 22  # gala under torchrun: max over every rank's learners of ‖x_g − x̄‖ at the previous consensus round
 
 
 STAT_COLUMNS = 24

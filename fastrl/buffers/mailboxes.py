@@ -8,7 +8,9 @@
   [learners, 8]: the update each learner posted, and whether it finished.
 
 A header row is 8 int64, one cache line, so learners never write into each other's lines.
-A run with one learner has none of them.
+A run with one learner has none of them. Under torchrun they are per rank (its own learners): the
+messages between learners of different ranks go point to point, their header columns kept as counters
+in the launch's store (``fastrl.learning.rank_gossip``).
 """
 from __future__ import annotations
 

@@ -14,6 +14,13 @@ update k+2 only after every learner posted k+1, which each did after reading upd
 
 A learner that finishes marks its mailbox final; peers stop waiting for it. Waits beat the
 heartbeat (a slow peer is not a hang) and end at the stop flag.
+
+Under torchrun (``spec.ranks``) the ring runs over every learner of every rank: learner i of rank r is
+member r·L + i of R·L, its in-peer the member before it. Peers on this rank keep the mailboxes above;
+peers on other ranks are reached through ``fastrl.learning.rank_gossip`` (point to point, with the
+mailbox header in the launch's store), behind the same inbox/outbox interface, so the τ′ rule and the
+deterministic schedule are this module's for both. allreduce becomes one collective over every learner,
+and the consensus measurements become rounds over every learner (``rank_gossip.ConsensusRounds``).
 """
 from __future__ import annotations
 
@@ -21,13 +28,15 @@ import copy
 import time
 from typing import Callable
 
+import numpy as np
 import torch
 
 from fastrl.algos.gossip import consensus_bound, in_peers
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag, Stat
-from fastrl.buffers.params import VERSION
+from fastrl.buffers.params import VERSION, SharedParams
 from fastrl.errors import StopRequested
+from fastrl.learning.rank_gossip import Place, RankGossip
 
 # mailbox header columns after the seqlock's [SEQ, VERSION]: the version the out-peer read last, "sends no more"
 CONSUMED, FINAL = VERSION + 1, VERSION + 2
@@ -41,6 +50,39 @@ class PeerFinished(Exception):
     """An allreduce peer ended (stop, target reached) before posting this update: end here too."""
 
 
+class ShmInbox:
+    """An in-peer on this rank: its mailbox in the run's segment."""
+
+    def __init__(self, mailbox: SharedParams, header: np.ndarray):
+        self.mailbox, self.header = mailbox, header
+
+    def newest(self) -> int:
+        return int(self.header[VERSION])
+
+    def gone(self) -> bool:
+        return bool(self.header[FINAL])
+
+    def take(self, model: torch.nn.Module) -> int:
+        version = self.mailbox.load_into(model, -1)
+        self.header[CONSUMED] = version
+        return version
+
+
+class ShmOutbox:
+    """This learner's own mailbox, read by its out-peers on this rank."""
+
+    def __init__(self, mailbox: SharedParams, header: np.ndarray, out_headers: list[np.ndarray], deterministic: bool,
+                 wait: Callable):
+        self.mailbox, self.header, self.out_headers = mailbox, header, out_headers
+        self.deterministic, self.wait = deterministic, wait
+
+    def send(self, model: torch.nn.Module, update: int) -> None:
+        if self.deterministic:  # the out-peer must have read update - 1 before it is overwritten
+            header, out_final = self.header, self.out_headers
+            self.wait(lambda: header[CONSUMED] >= update - 1, lambda: any(h[FINAL] for h in out_final))
+        self.mailbox.publish(model, update)
+
+
 class Gossip:
     def __init__(self, spec, buffers: RunBuffers, learner: int, model: torch.nn.Module, worker: int):
         gala = spec.config.gala
@@ -52,15 +94,36 @@ class Gossip:
         self.mail_header = arrays["mailbox_header"]
         self.reduce_header = arrays["allreduce_header"]
         self.reduce_rows = torch.from_numpy(arrays["allreduce"])
-        self.outbox = buffers.shared_params(learner, "mailbox")
-        self.in_peers = in_peers(self.mixing, self.learners, learner)
-        self.out_peers = [j for j in range(self.learners) if learner in in_peers(self.mixing, self.learners, j)]
-        self.inboxes = [buffers.shared_params(j, "mailbox") for j in self.in_peers]
+        ranks = getattr(spec, "ranks", None)
+        self.place = Place(ranks.rank, spec.learners, ranks.ranks) if ranks else Place(0, spec.learners, 1)
+        self.member, self.members = self.place.member(learner), self.place.members  # over every rank
+        self.link = RankGossip(spec, self.place, self.member, model, self._wait) if ranks else None
+        self.in_peers = in_peers(self.mixing, self.members, self.member)
+        self.out_peers = [j for j in range(self.members) if self.member in in_peers(self.mixing, self.members, j)]
+        self.inboxes = [self._inbox(buffers, j) for j in self.in_peers]
+        self.outboxes = self._outboxes(buffers)
         self.peer_models = [copy.deepcopy(model) for _ in self.in_peers]
         self.last_mixed = [0] * len(self.in_peers)  # version of the last message mixed from each in-peer
         self.since_message = 0
+        self.update = 0  # the last update mixed
         self.published = [buffers.shared_params(j) for j in range(self.learners)]
-        self.snapshot = torch.empty((self.learners, self.outbox.flat.numel()), dtype=torch.float32)
+        self.snapshot = torch.empty((self.learners, buffers.shared_params(learner, "mailbox").flat.numel()),
+                                    dtype=torch.float32)
+
+    def _inbox(self, buffers: RunBuffers, member: int):
+        if not self.place.is_local(member):
+            return self.link.inbox(member)
+        j = self.place.local(member)
+        return ShmInbox(buffers.shared_params(j, "mailbox"), self.mail_header[j])
+
+    def _outboxes(self, buffers: RunBuffers) -> list:
+        """The mailbox, if an out-peer is on this rank; a link per out-peer on another rank."""
+        local = [self.place.local(j) for j in self.out_peers if self.place.is_local(j)]
+        boxes = [self.link.outbox(j) for j in self.out_peers if not self.place.is_local(j)]
+        if local:
+            boxes.insert(0, ShmOutbox(buffers.shared_params(self.index, "mailbox"), self.mail_header[self.index],
+                                      [self.mail_header[j] for j in local], self.deterministic, self._wait))
+        return boxes
 
     # ------------------------------------------------------------------ allreduce
 
@@ -68,6 +131,10 @@ class Gossip:
     def reduce_gradients(self, grads: list[torch.Tensor], update: int) -> None:
         """allreduce: replace ``grads`` in place by every learner's average for ``update``."""
         if self.mixing != "allreduce":
+            return
+        if self.link is not None:  # one collective over every rank's learners
+            if not self.link.reducer.reduce(grads):
+                raise PeerFinished(f"an allreduce peer finished before update {update}")
             return
         rows = self.reduce_rows[update % 2]
         mine, offset = rows[self.index], 0
@@ -95,9 +162,13 @@ class Gossip:
     @torch.no_grad()
     def mix(self, model: torch.nn.Module, update: int) -> None:
         """Send the half-step of ``update`` and average in what the in-peers sent (ring)."""
+        self.update = update
+        if self.link is not None:
+            self.link.share_finish(self.control)
         if not self.in_peers:
             return
-        self._send(model, update)
+        for box in self.outboxes:
+            box.send(model, update)
         fresh = [self._receive(k, update) for k in range(len(self.in_peers))]
         messages = [self.peer_models[k] for k, got in enumerate(fresh) if got]
         if not messages:
@@ -112,32 +183,26 @@ class Gossip:
                 x.add_(peer[name])
             x.mul_(weight)
 
-    def _send(self, model: torch.nn.Module, update: int) -> None:
-        if self.deterministic:  # the out-peer must have read update - 1 before it is overwritten
-            header = self.mail_header[self.index]
-            out_final = [self.mail_header[j] for j in self.out_peers]
-            self._wait(lambda: header[CONSUMED] >= update - 1, lambda: any(h[FINAL] for h in out_final))
-        self.outbox.publish(model, update)
-
     def _receive(self, k: int, update: int) -> bool:
         """Load in-peer k's message if there is one to mix now; waits as the schedule requires."""
-        inbox, header = self.inboxes[k], self.mail_header[self.in_peers[k]]
+        inbox = self.inboxes[k]
         last = self.last_mixed[k]
         if self.deterministic:
             wanted = update
-        elif header[VERSION] > last or self.since_message < self.max_staleness:
+        elif inbox.newest() > last or self.since_message < self.max_staleness:
             wanted = last + 1  # non-blocking: take whatever is newer, if anything
-            if header[VERSION] < wanted:
+            if inbox.newest() < wanted:
                 self._note_staleness(self.since_message + 1)
                 return False
         else:
             wanted = last + 1  # more than max_staleness updates without news: wait for a message
-        if not self._wait(lambda: header[VERSION] >= wanted, lambda: bool(header[FINAL])):
+        if not self._wait(lambda: inbox.newest() >= wanted, inbox.gone):
             return False
-        version = inbox.load_into(self.peer_models[k], -1)
+        version = inbox.take(self.peer_models[k])
+        if version is None:  # an in-peer on another rank ended before its last message could be received
+            return False
         if self.deterministic and version != update:
             raise RuntimeError(f"gala deterministic gossip: expected the message of update {update}, got {version}")
-        header[CONSUMED] = version
         self.last_mixed[k] = version
         self.stats[self.index, Stat.MESSAGE_AGE] = update - version
         return True
@@ -154,7 +219,11 @@ class Gossip:
 
     @torch.no_grad()
     def measure(self, model: torch.nn.Module) -> None:
-        """‖x_i − x̄‖ over every learner's published θ (this one's just published), and the bound beside it."""
+        """‖x_i − x̄‖ over every learner's published θ (this one's just published), and the bound beside it.
+        Under torchrun: over every rank's learners, in consensus rounds (``rank_gossip.ConsensusRounds``)."""
+        if self.link is not None:
+            self._measure_rounds(model)
+            return
         for j, params in enumerate(self.published):
             params.read_flat(self.snapshot[j])
         mean = self.snapshot.double().mean(0)
@@ -166,10 +235,23 @@ class Gossip:
         stats[self.index, Stat.BOUND] = consensus_bound(self.mixing, self.learners, largest, self.deterministic,
                                                         staleness)
 
+    def _measure_rounds(self, model: torch.nn.Module) -> None:
+        """A completed round's numbers: this learner's distance to the mean of all, the bound from every
+        learner's largest update and staleness, and the previous round's radius over every learner."""
+        row = self.stats[self.index]
+        done = self.link.rounds.step(model, self.update, float(row[Stat.MAX_UPDATE_NORM]), int(row[Stat.STALENESS]))
+        if done is None:
+            return
+        row[Stat.CONSENSUS] = done.distance
+        row[Stat.BOUND] = consensus_bound(self.mixing, self.members, done.largest, self.deterministic, done.staleness)
+        row[Stat.RADIUS] = max(done.previous_radius, 0.0)
+
     def finish(self) -> None:
         """This learner sends no more: peers stop waiting for it."""
         self.mail_header[self.index, FINAL] = 1
         self.reduce_header[self.index, REDUCE_FINAL] = 1
+        if self.link is not None:
+            self.link.finish(stopping=self.control.is_set(Flag.STOP))
 
     # ------------------------------------------------------------------ waiting
 

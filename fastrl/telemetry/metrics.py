@@ -190,7 +190,7 @@ class Telemetry:
                 "staleness": int(row[Stat.STALENESS]),
             })
         return {
-            "consensus_radius": float(stats[:, Stat.CONSENSUS].max()),
+            "consensus_radius": float(max(stats[:, Stat.CONSENSUS].max(), stats[:, Stat.RADIUS].max())),  # RADIUS: ranks
             "consensus_bound": _finite_or_none(float(stats[:, Stat.BOUND].max())),
             "learners": learners,
         }

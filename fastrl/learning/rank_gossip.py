@@ -1,0 +1,487 @@
+"""gala across ranks (torchrun): one ring over every learner of every rank, and Proposition 1 measured over all.
+
+Learner i of rank r is member g = r·L + i of G = R·L (L = ``engine.learners``, per rank); its ring in-peer is
+member (g − 1) mod G (``fastrl.algos.gossip.in_peers``). Every gala learner of every rank joins one process
+group (``cohort.join_group``). Peers on the same rank keep their shared-memory mailboxes
+(``fastrl.learning.gossip``); this module carries what crosses ranks.
+
+**Ring messages between ranks.** A message is the half-step's flat vector behind a header holding the update
+that produced it (``GossipMessage``), sent point to point (``isend``/``irecv``). What the shared-memory
+mailbox keeps beside its vector lives in the launch's store, under ``gala/`` (``Board``), per edge h → g:
+``sent/<h>-<g>`` the update of h's message in flight to g, ``taken/<h>-<g>`` the update of the last one g
+received, and ``final/<h>``: h sends no more. Why the store: gloo's point-to-point requests say they
+completed only from ``wait()``, and a ``wait`` whose timeout expires closes the connection, so they cannot
+be tested without blocking; a store counter is one small round trip and never blocks.
+
+- A sender has at most one message in flight per out-peer: it posts update k only once the out-peer took
+  the one in flight (taken ≥ sent), else it skips k; nothing piles up, and what it posts next is its newest.
+  Skipping rather than waiting keeps the sender non-blocking, and the out-peer still never goes without a
+  message while one is in flight, so the τ′ rule below bounds its staleness as on one node. With
+  ``gala.deterministic`` the sender waits for the out-peer to take update k − 1 instead (every update's
+  message is sent, in order: the shared-memory mailbox's rule).
+- A receiver that sees sent > taken receives the one message in flight (a transfer, not a wait for the
+  peer's progress) and sets taken. Whether to wait at all is gossip's τ′ rule, unchanged: only after
+  ``gala.max_staleness`` updates without a new message (``gala.deterministic``: for message k exactly).
+- ``final/<g>`` outlives g's process: a receiver never waits on a learner that ended, a sender stops sending
+  to one, and a failed transfer with a learner that ended is no fault. Any other failed transfer raises
+  ``PeerRankLost`` naming the learner and its rank.
+
+**Finishing together.** Whether to finish early (the target, which rank 0 judges; the time limit;
+Ctrl-C) is one rank's flag, but the ring is every rank's: a learner whose rank raised it says so in the
+store (``finish_wanted``), and a learner that reads it there (every ``FINISH_POLL_S``) raises its own rank's, so
+every learner finishes at its next barrier, as sync's barriers agree it.
+
+**allreduce** across ranks: every update, one all-reduce of the gradient over all G learners (gloo and NCCL
+give every member the same bits), with one more element: "this learner finished". A learner that finishes
+takes part once more with it set, so its peers end at that update too (``PeerFinished``), as on one node.
+
+**Proposition 1 over all G learners: consensus rounds** (``ConsensusRounds``). In round m every learner
+all-reduces, without waiting on it, its θ in float64 (sum: x̄ over all G) and [its largest update norm, its
+staleness, its distance at round m − 1] (max). Once both are in: its own ‖x_g − x̄‖, the bound from every
+learner's largest update norm and staleness, and the largest distance over all G at round m − 1. A learner
+posts a round only after its previous one completed, so at most one is pending (no copies of θ queue up
+for a slower learner). When: in lockstep schedules (allreduce, ``gala.deterministic``) at every
+``ROUND_UPDATES``-th update, so x̄ is the average at one update k, Proposition 1's own quantity; otherwise
+(learners at different updates) at each learner's first update ``ROUND_INTERVAL_S`` after it saw the
+previous round complete: every learner gives the θ it holds at about the same moment.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from fastrl.buffers.control import Flag
+from fastrl.errors import StopRequested
+from fastrl.learning.cohort import PeerRankLost, join_group
+
+log = logging.getLogger(__name__)
+
+HEADER = 2  # float32 slots before the vector: one int64, the update that produced the message
+ROUND_UPDATES = 10  # lockstep schedules: a consensus round at every 10th update
+ROUND_INTERVAL_S = 0.5  # otherwise: a round this long after the previous one completed
+TAG = 0  # one message stream per ordered pair of learners
+FINISH_POLL_S = 0.2  # how often a learner reads whether another rank wants to finish
+
+Wait = Callable[[Callable[[], bool], Callable[[], bool]], bool]  # Gossip._wait(ready, gone)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one rank's learners sit among every rank's: member g = rank·learners + i."""
+
+    rank: int
+    learners: int  # per rank
+    ranks: int
+
+    @property
+    def members(self) -> int:
+        return self.learners * self.ranks
+
+    def member(self, learner: int) -> int:
+        return self.rank * self.learners + learner
+
+    def is_local(self, member: int) -> bool:
+        return member // self.learners == self.rank
+
+    def local(self, member: int) -> int:
+        return member % self.learners
+
+    def name(self, member: int) -> str:
+        return f"learner {member % self.learners} of rank {member // self.learners}"
+
+
+@dataclass(frozen=True)
+class GossipMessage:
+    """One half-step on the wire: the update that produced it, then θ's flat vector (float32)."""
+
+    update: int
+    params: torch.Tensor
+
+    @staticmethod
+    def wire(n_params: int, device: torch.device) -> torch.Tensor:
+        return torch.zeros(HEADER + n_params, dtype=torch.float32, device=device)
+
+    def encode(self, wire: torch.Tensor) -> None:
+        wire[:HEADER].view(torch.int64)[0] = self.update
+        wire[HEADER:].copy_(self.params)
+
+    @staticmethod
+    def decode(wire: torch.Tensor) -> "GossipMessage":
+        return GossipMessage(int(wire[:HEADER].view(torch.int64)[0]), wire[HEADER:])
+
+
+@torch.no_grad()
+def flatten(model: torch.nn.Module, out: torch.Tensor) -> torch.Tensor:
+    """θ's state (what gossip averages) into ``out``, in ``state_dict`` order."""
+    offset = 0
+    for tensor in model.state_dict().values():
+        n = tensor.numel()
+        out[offset: offset + n].copy_(tensor.reshape(-1))
+        offset += n
+    return out
+
+
+@torch.no_grad()
+def unflatten(flat: torch.Tensor, model: torch.nn.Module) -> None:
+    offset = 0
+    for tensor in model.state_dict().values():
+        n = tensor.numel()
+        tensor.copy_(flat[offset: offset + n].view_as(tensor))
+        offset += n
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+class Board:
+    """The mailbox headers of the messages between ranks, as counters in the launch's store (``gala/``)."""
+
+    def __init__(self, ranks, place: Place, member: int):
+        self.store = dist.PrefixStore("gala/", ranks.connect())
+        self.where, self.place, self.member = f"{ranks.addr}:{ranks.port}", place, member
+        self.finals: set[int] = set()  # members seen final (final never goes back)
+
+    def sent(self, sender: int, receiver: int) -> int:
+        return self.count(f"sent/{sender}-{receiver}")
+
+    def taken(self, sender: int, receiver: int) -> int:
+        return self.count(f"taken/{sender}-{receiver}")
+
+    def final(self, member: int) -> bool:
+        if member not in self.finals and self.count(f"final/{member}"):
+            self.finals.add(member)
+        return member in self.finals
+
+    def any_final(self) -> bool:
+        """Some learner of the launch finished (it stops taking part in consensus rounds)."""
+        return self.count("finished") > 0
+
+    def advance(self, key: str, by: int) -> None:
+        """Counters only grow and each has one writer, which knows its value: add the difference."""
+        self._call(lambda: self.store.add(key, by))
+
+    def mark_final(self) -> None:
+        self.advance(f"final/{self.member}", 1)
+        self.advance("finished", 1)
+
+    def want_finish(self) -> None:
+        self.advance("finish_wanted", 1)
+
+    def finish_wanted(self) -> bool:
+        """Some rank raised its finish flag (the target, the time limit, Ctrl-C)."""
+        return self.count("finish_wanted") > 0
+
+    def count(self, key: str) -> int:
+        return int(self._call(lambda: self.store.add(key, 0)))  # add 0: read, creating it at 0, never blocking
+
+    def _call(self, call):
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001 - a store timeout or a lost connection alike
+            raise PeerRankLost(f"gala {self.place.name(self.member)}: lost the rendezvous store at {self.where} "
+                               f"({_first_line(exc)}): rank 0 or torchrun's agent is gone") from None
+
+
+class RemoteInbox:
+    """Messages from an in-peer on another rank (``Gossip._receive`` reads it like a shared-memory mailbox)."""
+
+    def __init__(self, board: Board, peer: int, n_params: int, device: torch.device):
+        self.board, self.peer = board, peer
+        self.wire = GossipMessage.wire(n_params, device)
+        self.taken = 0  # the update of the last message received
+        self.lost = False  # the peer ended with a message in flight that could not be received: no more
+
+    def newest(self) -> int:
+        """The update of the newest message there is to receive (that of the last received if none)."""
+        return self.taken if self.lost else self.board.sent(self.peer, self.board.member)
+
+    def gone(self) -> bool:
+        return self.lost or self.board.final(self.peer)
+
+    def take(self, model: torch.nn.Module) -> int | None:
+        """Receive the message in flight into ``model``; its update, or None when its sender ended first."""
+        try:
+            dist.irecv(self.wire, src=self.peer, tag=TAG).wait()
+        except Exception as exc:  # noqa: BLE001 - gloo and nccl raise RuntimeError subclasses of their own
+            if self.board.final(self.peer):
+                self.lost = True
+                return None
+            raise PeerRankLost(f"gala {self.board.place.name(self.board.member)}: receiving the gossip message of "
+                               f"{self.board.place.name(self.peer)} failed ({_first_line(exc)}); that rank died, hung "
+                               "past dist.timeout_s or left") from None
+        message = GossipMessage.decode(self.wire)
+        unflatten(message.params, model)
+        self.board.advance(f"taken/{self.peer}-{self.board.member}", message.update - self.taken)
+        self.taken = message.update
+        return message.update
+
+
+class RemoteOutbox:
+    """Messages to an out-peer on another rank: at most one in flight."""
+
+    def __init__(self, board: Board, peer: int, n_params: int, device: torch.device, deterministic: bool,
+                 wait: Wait):
+        self.board, self.peer, self.deterministic, self.wait = board, peer, deterministic, wait
+        self.wire = GossipMessage.wire(n_params, device)  # never written while its message is in flight
+        self.params = torch.empty(n_params, dtype=torch.float32, device=device)
+        self.in_flight: tuple[int, object] | None = None  # (update, request)
+        self.closed = False  # the out-peer ended: nothing more to send
+        self.sent = 0  # the update of the last message posted
+        self.messages = self.skipped = 0  # posted; not posted, one being in flight
+
+    def send(self, model: torch.nn.Module, update: int) -> None:
+        if self.closed:
+            return
+        if not self._free():
+            self.skipped += 1
+            return
+        GossipMessage(update, flatten(model, self.params)).encode(self.wire)
+        try:
+            request = dist.isend(self.wire, dst=self.peer, tag=TAG)
+        except Exception as exc:  # noqa: BLE001
+            self._failed(exc)
+            return
+        self.board.advance(f"sent/{self.board.member}-{self.peer}", update - self.sent)
+        self.sent, self.in_flight = update, (update, request)
+        self.messages += 1
+
+    def _free(self) -> bool:
+        """Whether the out-peer took the message in flight (deterministic: wait until it did)."""
+        if self.in_flight is None:
+            return True
+        update, request = self.in_flight
+        if self.deterministic:
+            if not self.wait(lambda: self._taken() >= update, lambda: self.board.final(self.peer)):
+                self.closed = True
+                return False
+        elif self._taken() < update:
+            return False  # still in flight: skip this update, send a newer one later
+        try:
+            request.wait()  # received already: returns at once, and frees the request
+        except Exception as exc:  # noqa: BLE001
+            self._failed(exc)
+            return False
+        self.in_flight = None
+        return True
+
+    def _taken(self) -> int:
+        return self.board.taken(self.board.member, self.peer)
+
+    def _failed(self, exc: Exception) -> None:
+        if self.board.final(self.peer):
+            self.closed = True  # it ended and its process went: no fault
+            return
+        raise PeerRankLost(f"gala {self.board.place.name(self.board.member)}: sending its gossip message to "
+                           f"{self.board.place.name(self.peer)} failed ({_first_line(exc)}); that rank died, hung past "
+                           "dist.timeout_s or left")
+
+
+class GroupReduce:
+    """allreduce over every learner of every rank: the gradient's mean, and who finished."""
+
+    def __init__(self, members: int, n_params: int, device: torch.device, wait: Wait, name: str):
+        self.members, self.n_params, self.device, self.wait, self.name = members, n_params, device, wait, name
+        self.pending = None  # the request of a collective this learner left unfinished (stopped while waiting)
+        self.closed = False  # a learner finished: no more collectives
+
+    def reduce(self, grads: list[torch.Tensor]) -> bool:
+        """Replace ``grads`` by every learner's mean; False (grads untouched) when a learner finished instead."""
+        flat = torch.cat([g.reshape(-1).to(self.device, torch.float32) for g in grads]
+                         + [torch.zeros(1, device=self.device)])
+        self._collective(flat)
+        if flat[-1] > 0:
+            self.closed = True
+            return False
+        flat /= self.members  # the same sum on every member: the same bits
+        offset = 0
+        for g in grads:
+            n = g.numel()
+            g.copy_(flat[offset: offset + n].view_as(g))
+            offset += n
+        return True
+
+    def finish(self) -> None:
+        """Take part once more, as "finished": peers at that update end there too. Not awaited."""
+        if self.closed or self.pending is not None:
+            return
+        flag = torch.zeros(self.n_params + 1, device=self.device)
+        flag[-1] = 1.0
+        self.closed = True
+        try:
+            self.pending = dist.all_reduce(flag, async_op=True)
+        except Exception as exc:  # noqa: BLE001 - the group is already broken: peers learn it their own way
+            log.warning("gala %s: could not tell the allreduce peers it finished (%s)", self.name, _first_line(exc))
+
+    def _collective(self, flat: torch.Tensor) -> None:
+        try:
+            request = dist.all_reduce(flat, async_op=True)
+            self.pending = request
+            self.wait(request.is_completed, lambda: False)  # beats the heartbeat, ends at the stop flag
+            request.wait()
+        except StopRequested:
+            raise  # left pending: finish() will not add another collective behind it
+        except Exception as exc:  # noqa: BLE001
+            raise PeerRankLost(f"gala {self.name}: the gradient all-reduce over every rank's learners failed "
+                               f"({_first_line(exc)}); another rank died, hung past dist.timeout_s or left") from None
+        self.pending = None
+
+
+@dataclass(frozen=True)
+class Consensus:
+    """One completed consensus round, as this learner sees it."""
+
+    update: int  # this learner's update when it gave its θ
+    distance: float  # ‖x_g − x̄‖, x̄ over all G learners' θ of this round
+    largest: float  # the largest update norm of any learner so far (L of the bound)
+    staleness: int  # the most updates any learner went without a new message (τ of the bound)
+    previous_radius: float  # max over all G of ‖x_g − x̄‖ at the previous round (-1 before the second)
+
+
+@dataclass
+class _Round:
+    update: int
+    own: torch.Tensor  # x_g (float64)
+    total: torch.Tensor  # Σ x over every learner, once reduced
+    scalars: torch.Tensor  # [largest update norm, staleness, previous distance], max over every learner
+    requests: tuple
+
+
+class ConsensusRounds:
+    """Proposition 1's measurements over every learner of every rank, one round pending at most."""
+
+    def __init__(self, members: int, n_params: int, lockstep: bool, device: torch.device, board: Board, wait: Wait,
+                 name: str):
+        self.members, self.n_params, self.lockstep, self.device = members, n_params, lockstep, device
+        self.board, self.wait, self.name = board, wait, name
+        self.pending: _Round | None = None
+        self.distance = -1.0  # this learner's at the last completed round
+        self.completed_at = time.monotonic()
+        self.stopped = False  # a learner finished or a round failed: no more rounds
+        self.rounds = 0  # completed
+        self.last: Consensus | None = None
+
+    @torch.no_grad()
+    def step(self, model: torch.nn.Module, update: int, largest: float, staleness: int) -> Consensus | None:
+        """After ``update``: collect the pending round if it completed, post the next if it is due."""
+        done = self._collect()
+        if self.stopped or not self._due(update):
+            return done
+        if self.pending is not None:  # lockstep: the round of ROUND_UPDATES updates ago; learners are near it
+            if not self.wait(self._complete, self.board.any_final):
+                self.stopped = True  # a learner ended before giving its θ: this round will never complete
+                return done
+            done = self._collect()
+            if self.stopped:
+                return done
+        self._post(model, update, largest, staleness)
+        return done
+
+    def _due(self, update: int) -> bool:
+        if self.lockstep:
+            return update % ROUND_UPDATES == 0
+        return self.pending is None and time.monotonic() - self.completed_at >= ROUND_INTERVAL_S
+
+    def _post(self, model: torch.nn.Module, update: int, largest: float, staleness: int) -> None:
+        own = flatten(model, torch.empty(self.n_params, dtype=torch.float64, device=self.device))
+        total = own.clone()
+        scalars = torch.tensor([largest, float(staleness), self.distance], dtype=torch.float64, device=self.device)
+        try:
+            requests = (dist.all_reduce(total, async_op=True),
+                        dist.all_reduce(scalars, op=dist.ReduceOp.MAX, async_op=True))
+        except Exception as exc:  # noqa: BLE001 - the group is broken: the ring or the ranks' link says why
+            self._stop(exc)
+            return
+        self.pending = _Round(update, own, total, scalars, requests)
+
+    def _complete(self) -> bool:
+        return all(request.is_completed() for request in self.pending.requests)
+
+    def _collect(self) -> Consensus | None:
+        if self.pending is None or not self._complete():
+            return None
+        current, self.pending = self.pending, None
+        try:
+            for request in current.requests:
+                request.wait()
+        except Exception as exc:  # noqa: BLE001
+            self._stop(exc)
+            return None
+        self.distance = float(torch.linalg.vector_norm(current.own - current.total / self.members))
+        self.completed_at = time.monotonic()
+        largest, staleness, previous = current.scalars.tolist()
+        self.rounds += 1
+        self.last = Consensus(current.update, self.distance, largest, int(staleness), previous)
+        return self.last
+
+    def _stop(self, exc: Exception) -> None:
+        """A measurement, not the learning: a failed round ends the measuring, not the run."""
+        self.stopped = True
+        log.warning("gala %s: consensus round failed (%s); no more rounds (a learner ended or a rank is gone)",
+                    self.name, _first_line(exc))
+
+
+class RankGossip:
+    """One learner's links to the learners of the other ranks: its group, its board, its boxes, its rounds."""
+
+    def __init__(self, spec, place: Place, member: int, model: torch.nn.Module, wait: Wait):
+        gala, ranks = spec.config.gala, spec.ranks
+        device = next(model.parameters()).device
+        self.place, self.member = place, member
+        self.name = place.name(member)
+        join_group(ranks, member, place.members, device)
+        self.device = device if ranks.backend == "nccl" else torch.device("cpu")
+        self.board = Board(ranks, place, member)
+        self.n_params = sum(t.numel() for t in model.state_dict().values())
+        self.deterministic, self.wait = gala.deterministic, wait
+        n_grads = sum(p.numel() for p in model.parameters())
+        self.reducer = GroupReduce(place.members, n_grads, self.device, wait, self.name) \
+            if gala.mixing == "allreduce" else None
+        lockstep = gala.mixing == "allreduce" or (gala.mixing == "ring" and gala.deterministic)
+        self.rounds = ConsensusRounds(place.members, self.n_params, lockstep, self.device, self.board, wait, self.name)
+        self.outboxes: list[RemoteOutbox] = []
+        self.finish_said, self.finish_read_at = False, 0.0
+
+    def inbox(self, peer: int) -> RemoteInbox:
+        return RemoteInbox(self.board, peer, self.n_params, self.device)
+
+    def outbox(self, peer: int) -> RemoteOutbox:
+        box = RemoteOutbox(self.board, peer, self.n_params, self.device, self.deterministic, self.wait)
+        self.outboxes.append(box)
+        return box
+
+    def share_finish(self, control) -> None:
+        """This rank wants to finish: tell every rank; another rank does: raise this rank's flag."""
+        if control.is_set(Flag.FINISH):
+            if not self.finish_said:
+                self.board.want_finish()
+                self.finish_said = True
+            return
+        now = time.monotonic()
+        if now - self.finish_read_at >= FINISH_POLL_S:
+            self.finish_read_at = now
+            if self.board.finish_wanted():
+                control.set(Flag.FINISH)
+
+    def finish(self, stopping: bool) -> None:
+        """This learner sends no more: the store says so (for good), allreduce peers end at this update."""
+        try:
+            self.board.mark_final()
+        except PeerRankLost as exc:
+            log.warning("%s", exc)  # the store is gone: so are the peers that would read it
+        if self.reducer is not None and not stopping:
+            self.reducer.finish()
+        last = self.rounds.last
+        if last is not None:
+            log.info("gala %s: %d consensus rounds over %d learners; the last at update %d: distance %.6g, largest "
+                     "update norm %.6g, staleness %d", self.name, self.rounds.rounds, self.place.members, last.update,
+                     last.distance, last.largest, last.staleness)
+        for box in self.outboxes:
+            log.info("gala %s: %d messages sent to %s, %d updates not sent (one was in flight)", self.name,
+                     box.messages, self.place.name(box.peer), box.skipped)
