@@ -9,9 +9,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import sys
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,7 +95,8 @@ class EngineConfig:
         AUTO, "processes that run the policy forward; 'auto': one per executor with inline actors (CPU), "
         "else 1 on a GPU (2 with 16 or more cores)", min=1, auto=True,
     )
-    learners: int = _f(1, "learner processes: 1, or the number of gala agents (each owns engine.envs / learners envs)",
+    learners: int = _f(1, "learner processes: 1, or the number of gala agents (each owns engine.envs / learners envs; "
+                       "per rank under torchrun, where one per rank is a gala too)",
                        min=1, max=256)
     rollout: int = _f(5, "steps per env per rollout (T); in hts also the barrier interval alpha", min=1, max=1 << 20)
     inline_actors: bool | str = _f(
@@ -503,10 +506,19 @@ def validate(config: Config) -> None:
         raise ConfigError(f"engine.learners = {engine.learners} needs engine.mode = 'gala' (the other modes have one learner)")
 
 
+LAUNCH_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")  # what torchrun tells every process it starts
+
+
+def launch_size(environ: Mapping[str, str] = os.environ) -> int:
+    """The ranks torchrun started (1 without it): a run's input like its config (``fastrl.process.ranks``)."""
+    return int(environ.get("WORLD_SIZE", 1)) if all(key in environ for key in LAUNCH_KEYS) else 1
+
+
 def _validate_gala(config: Config) -> None:
     engine = config.engine
-    if engine.learners < 2:
-        raise ConfigError("engine.mode = 'gala' needs engine.learners >= 2 (the number of gossiping agents)")
+    if engine.learners * launch_size() < 2:
+        raise ConfigError("engine.mode = 'gala' needs engine.learners >= 2 (the number of gossiping agents; under "
+                          "torchrun engine.learners is per rank, and one per rank is enough)")
     if engine.envs % engine.learners:
         raise ConfigError(f"engine.envs = {engine.envs} must be a multiple of engine.learners = {engine.learners}: "
                           "each gala agent owns an equal share of the envs")

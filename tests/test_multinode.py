@@ -167,3 +167,14 @@ def test_a_bad_split_ends_every_rank_with_exit_2_before_anything_starts(tmp_path
     assert proc.returncode != 0
     assert "fastrl: bad config: engine.envs = 7 (the total over every rank) must be a multiple of the 2 ranks" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_gala_takes_one_learner_per_rank_under_torchrun(monkeypatch):
+    """One gossiping agent per node is GALA's own setting: engine.learners is per rank."""
+    overrides = ["engine.mode='gala'", "engine.learners=1", "engine.envs=8"]
+    with pytest.raises(ConfigError, match="needs engine.learners >= 2"):
+        load_config("configs/cartpole_gala.toml", overrides)  # one machine: one agent gossips with no one
+    for key, value in TORCHRUN_ENV.items():
+        monkeypatch.setenv(key, value)
+    config = load_config("configs/cartpole_gala.toml", overrides)
+    assert local_config(config, launched(config)).engine.learners == 1

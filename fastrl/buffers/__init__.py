@@ -27,12 +27,13 @@ class BufferPlan:
     learners: int
     workers: int
     weight_slots: int = 1  # published parameter sets per learner (2 where envs run ahead: hts)
+    gossip: bool = False  # gala: the learners' mailboxes (also for one learner per torchrun rank)
 
     def layout(self) -> Layout:
         return Layout.plan(
             self.slot_shape.arrays()
             + param_arrays(self.n_params, self.learners, self.weight_slots)
-            + gossip_arrays(self.n_params, self.learners)
+            + (gossip_arrays(self.n_params, self.learners) if self.gossip or self.learners > 1 else [])
             + control_arrays(self.workers, self.learners)
         )
 

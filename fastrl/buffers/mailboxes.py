@@ -8,7 +8,7 @@
   [learners, 8]: the update each learner posted, and whether it finished.
 
 A header row is 8 int64, one cache line, so learners never write into each other's lines.
-A run with one learner has none of them. Under torchrun they are per rank (its own learners): the
+A run that is not gala has none of them (a gala run under torchrun may have one learner per rank). Under torchrun they are per rank (its own learners): the
 messages between learners of different ranks go point to point, their header columns kept as counters
 in the launch's store (``fastrl.learning.rank_gossip``).
 """
@@ -16,7 +16,5 @@ from __future__ import annotations
 
 
 def gossip_arrays(n_params: int, learners: int) -> list[tuple[str, tuple[int, ...], str]]:
-    if learners == 1:
-        return []
     return [("mailbox", (learners, n_params), "float32"), ("mailbox_header", (learners, 8), "int64"),
             ("allreduce", (2, learners, n_params), "float32"), ("allreduce_header", (learners, 8), "int64")]

@@ -25,14 +25,13 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from fastrl.config import Config, ConfigError
+from fastrl.config import LAUNCH_KEYS, Config, ConfigError, launch_size
 from fastrl.spec import Ranks
 
 log = logging.getLogger(__name__)
 
 BEAT_INTERVAL_S = 0.5
 SILENT_S = 3 * BEAT_INTERVAL_S  # a rank whose beat has not moved for this long, when this one ends, is gone
-LAUNCH_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def launched(config: Config, environ: Mapping[str, str] = os.environ) -> Ranks | None:
@@ -90,11 +89,6 @@ def local_config(config: Config, ranks: Ranks) -> Config:
 def launch_rank(environ: Mapping[str, str] = os.environ) -> int:
     """This process's rank under torchrun (0 without it)."""
     return int(environ.get("RANK", 0)) if launch_size(environ) > 1 else 0
-
-
-def launch_size(environ: Mapping[str, str] = os.environ) -> int:
-    """The rank count torchrun started (1 without it)."""
-    return int(environ.get("WORLD_SIZE", 1)) if all(key in environ for key in LAUNCH_KEYS) else 1
 
 
 def restarted(run_dir) -> bool:

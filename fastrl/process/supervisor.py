@@ -95,7 +95,7 @@ def plan_run(config: Config) -> RunPlan:
     slots = mode.slot_count(engine.envs, config.algo.batch_slots)
     shape = SlotShape(slots, engine.rollout, info.obs_shape, info.obs_dtype)
     ids = WorkerIds(engine.executors, engine.actors, engine.learners)
-    plan = BufferPlan(shape, n_params, engine.learners, ids.total, mode.weight_slots)
+    plan = BufferPlan(shape, n_params, engine.learners, ids.total, mode.weight_slots, engine.mode == "gala")
     try:
         check_space(plan.layout().nbytes)
     except ShmSpaceError as exc:

@@ -48,6 +48,7 @@ class Telemetry:
         self.remote_frames = remote_frames or (lambda local: 0.0)
         self.returns: deque[float] = deque(maxlen=config.run.return_window)
         self.learners = config.engine.learners
+        self.gala = config.engine.mode == "gala"  # per-learner lines and the consensus (one learner per rank too)
         self.learner_of = owner_of(config.engine.envs, self.learners)
         self.learner_returns = [deque(maxlen=config.run.return_window) for _ in range(self.learners)]
         self.last_updates = np.zeros(self.learners)
@@ -157,7 +158,7 @@ class Telemetry:
         if self.config.algo.name == "ppo":
             line["clip_fraction"] = float(stats[Stat.CLIP_FRACTION])
             line["approx_kl"] = float(stats[Stat.APPROX_KL])
-        if self.learners > 1:
+        if self.gala:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
             line.update(self._learner_lines(now - self.last_log))
         self.last_timing = self.control.timing.copy()
@@ -228,7 +229,7 @@ class Telemetry:
             summary["ranks_ms_per_update"] = round(1e3 * ranks_s / max(summary["updates"], 1), 3)
             learning = sum(float(self.control.timing[self.ids.learner(i), Clock.LEARNING]) for i in range(self.learners))
             summary["ranks_share_of_learning"] = round(ranks_s / max(learning, 1e-9), 4)
-        if self.learners > 1:
+        if self.gala:
             self.last_updates = np.zeros(self.learners)
             summary.update(self._learner_lines(train_s))
         self.status = status
