@@ -9,6 +9,8 @@ _KERNELS = {
     "gae": "gae", "gae_reference": "gae",
     "nstep_returns": "returns", "nstep_returns_reference": "returns",
     "sample_from_u": "sampling", "sample_from_u_reference": "sampling",
+    "sample_gaussian": "sampling", "sample_gaussian_reference": "sampling", "ndtri": "sampling",
+    "sample_multi": "sampling", "sample_multi_reference": "sampling",
     "vtrace": "vtrace", "vtrace_reference": "vtrace",
 }
 __all__ = list(_KERNELS)

@@ -23,7 +23,8 @@ def resolve_config(config: Config | dict | str | Path | None = None, overrides: 
 
 def load_policy(target: str | Path, params: str | int = "auto"):
     """The trained policy of a run: a ``torch.nn.Module`` in eval mode whose ``forward(obs)`` gives
-    ``(logits [B, n_actions], value [B])`` for a batch of observations shaped as the env gives them.
+    ``(logits [B, n_actions], value [B])`` for a batch of observations shaped as the env gives them
+    (for a Box action space the head is ``[B, 2 D]``: D means, then D log-stds).
 
     Built from the checkpoint's own config with its parameters, resolved as ``fastrl eval``
     resolves them: ``target`` is a run directory, its ``checkpoints/`` folder or a checkpoint

@@ -216,7 +216,7 @@ def evaluate(
     ``target``: a run directory, its ``checkpoints`` folder or a checkpoint file. ``params``:
     ``"auto"`` (the target's checkpoint), ``"average"`` (a gala run's averaged parameters) or
     ``"learner-<i>"``/``"<i>"``/``i`` (gala learner i's). Actions are sampled from the policy's softmax
-    (as in training) or, with ``greedy``, its argmax. ``max_steps`` cuts an episode after that
+    (as in training) or, with ``greedy``, its argmax (a Gaussian's mean, for Box actions). ``max_steps`` cuts an episode after that
     many agent steps (counted in ``truncated``). ``video``: a ``.mp4``/``.gif`` path to record
     the episodes into (Atari: the emulator's colour screen; other envs: ``render_mode="rgb_array"``);
     it needs the ``fastrl[video]`` extra; the result then also holds ``video`` and ``video_frames``.
@@ -226,8 +226,6 @@ def evaluate(
     "returns", "lengths"}``. Raises ``ConfigError`` for bad input.
     """
     import torch
-
-    from csrc_free_kernels.sampling import sample_from_u
 
     _check(episodes, seed, greedy, max_steps)
     if video is not None:
@@ -247,8 +245,7 @@ def evaluate(
                 from fastrl.video import Recorder
 
                 recorder = Recorder(video, env)
-            returns, lengths, truncated = _play(env, model, info, episodes, seed, greedy, max_steps, sample_from_u,
-                                                recorder)
+            returns, lengths, truncated = _play(env, model, info, episodes, seed, greedy, max_steps, recorder)
         finally:
             if recorder is not None:
                 recorder.close()
@@ -294,16 +291,17 @@ def _make_env(config: Config, rendering: bool):
                           f"{exc}") from None
 
 
-def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: int | None, sample_from_u,
-          record=None):
+def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: int | None, record=None):
     """``record()``, when given, is called after every reset and every step (a video's frames)."""
     import torch
 
+    from fastrl.models.distributions import distribution_for
+
+    distribution = distribution_for(info.action)  # as the actors sample, from one uniform per action dimension
     reset_stream, action_stream = np.random.SeedSequence(seed).spawn(2)
     reset_rng, action_rng = np.random.default_rng(reset_stream), np.random.default_rng(action_stream)
     obs = np.zeros((2, *info.obs_shape), info.obs_dtype)  # current and next: step(action, prev, out)
     batch = torch.from_numpy(obs)
-    action_out, logp_out = np.empty(1, np.int64), np.empty(1, np.float32)
     limit = math.inf if max_steps is None else max_steps
     returns: list[float] = []
     lengths: list[int] = []
@@ -315,12 +313,8 @@ def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: i
                 record()
             current, total, length, over = 0, 0.0, 0, False
             while not over and length < limit:
-                logits, _ = model(batch[current : current + 1])
-                logits = logits.float().numpy()
-                if greedy:
-                    action = int(logits[0].argmax())
-                else:
-                    action = int(sample_from_u(logits, np.array([action_rng.random()]), action_out, logp_out)[0][0])
+                head, _ = model(batch[current : current + 1])
+                action = _action(distribution, head, greedy, action_rng)
                 _, raw, _, over = env.step(action, obs[current], obs[1 - current])
                 if record is not None:
                     record()
@@ -331,3 +325,14 @@ def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: i
             returns.append(total)
             lengths.append(length)
     return returns, lengths, truncated
+
+
+def _action(distribution, head, greedy: bool, rng: np.random.Generator):
+    """One row's action as the env adapter takes it: an int (Discrete) or a flat array (MultiDiscrete, Box)."""
+    spec = distribution.spec
+    if greedy:
+        chosen = distribution.greedy(head.float())[0].numpy()
+    else:
+        u = np.array([rng.random()]) if spec.slot_shape == () else rng.random((1, spec.dims))
+        chosen = distribution.sample(head.float().numpy(), u)[0][0]
+    return int(chosen) if spec.slot_shape == () else np.asarray(chosen, spec.slot_dtype)

@@ -84,3 +84,10 @@ def cartpole_failing_in_first_attempt(env_index: int, fail_env: int = 4, at: int
     is 0): the ``torchrun --max-restarts`` test. Every other env, and every env of a restart, is plain."""
     first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
     return FaultyCartPole("raise" if first_attempt and env_index == fail_env else "none", at=at)
+
+
+def tuple_actions() -> gym.Env:
+    """An action space fastrl cannot take (a Tuple): a bad-input error naming it, before anything starts."""
+    env = gym.make("CartPole-v1")
+    env.action_space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(2)))
+    return env

@@ -135,7 +135,7 @@ def test_valid_small_configs_run(tmp_path, overrides):
 @pytest.mark.parametrize(
     "env_id, message",
     [
-        ("Pendulum-v1", "action space Box(-2.0, 2.0, (1,), float32) is not supported"),
+        ("tests.faulty_envs:tuple_actions", "action space Tuple(Discrete(2), Discrete(2)) is not supported"),
         ("FrozenLake-v1", "observation space Discrete(16) is not supported; use a Box observation space"),
         ("tests.nope:make", "cannot import module 'tests.nope'"),
         ("tests.faulty_envs:nope", "module 'tests.faulty_envs' has no attribute 'nope' and registers no gymnasium id"),
@@ -187,8 +187,8 @@ def test_cuda_without_a_gpu_is_a_config_error(tmp_path):
 
 
 def test_the_command_exits_2_on_an_unsupported_env(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "fastrl.cli", "train", "--set", "env.id='Pendulum-v1'",
+    result = subprocess.run([sys.executable, "-m", "fastrl.cli", "train", "--set", "env.id='tests.faulty_envs:tuple_actions'",
                              "--set", f"run.dir='{tmp_path}'"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
-    assert "fastrl: bad config: env 'Pendulum-v1': action space" in result.stderr
+    assert "fastrl: bad config: env 'tests.faulty_envs:tuple_actions': action space Tuple" in result.stderr
     assert "Traceback" not in result.stderr

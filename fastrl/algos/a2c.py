@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from csrc_free_kernels.returns import nstep_returns
 from fastrl.algos.time_limits import final_values
 from fastrl.config import AlgoConfig
+from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 
 
 @dataclass
@@ -25,13 +25,15 @@ class LossStats:
 
 
 def forward_storage(model: torch.nn.Module, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Forward all N*(T+1) observations at once -> logits [N, T+1, A], values [N, T+1]."""
+    """Forward all N*(T+1) observations at once -> heads [N, T+1, H], values [N, T+1]."""
     n, t1 = obs.shape[:2]
     logits, values = model(obs.reshape(n * t1, *obs.shape[2:]))
     return logits.reshape(n, t1, -1), values.reshape(n, t1)
 
 
-def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoConfig, device: torch.device):
+def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoConfig, device: torch.device,
+             distribution: ActionDistribution = CATEGORICAL):
+    """``distribution`` reads the head (``fastrl.models.distributions``: logits, MultiDiscrete, Gaussian)."""
     steps = storage["action"].shape[1] - 1
     obs = torch.from_numpy(storage["obs"]).to(device)
     actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
@@ -40,12 +42,11 @@ def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoC
     returns = nstep_returns(storage["reward"][:, :steps], storage["done"][:, :steps], bootstrap, algo.gamma,
                             final_values=final_values(model, storage, device))
     returns = torch.from_numpy(returns).to(device)
-    log_probs = F.log_softmax(logits[:, :steps], dim=-1)
-    chosen = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    chosen, entropies = distribution.log_prob_entropy(logits[:, :steps], actions)
     advantages = returns - values[:, :steps]
     policy_loss = -(advantages.detach() * chosen).mean()
     value_loss = advantages.pow(2).mean()
-    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    entropy = entropies.mean()
     loss = policy_loss + algo.value_coef * value_loss - algo.entropy_coef * entropy
     return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())
 

@@ -24,27 +24,29 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from csrc_free_kernels.vtrace import vtrace
 from fastrl.algos.a2c import LossStats, forward_storage
 from fastrl.algos.time_limits import final_values
 from fastrl.algos.vtrace import vtrace_torch
 from fastrl.config import AlgoConfig
+from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 
 
-def impala_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoConfig, device: torch.device):
+def impala_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoConfig, device: torch.device,
+                distribution: ActionDistribution = CATEGORICAL):
+    """V-trace's ratios compare the stored behaviour log-probs with ``distribution``'s of the current head
+    (summed over dimensions for MultiDiscrete and Box)."""
     steps = storage["action"].shape[1] - 1
     obs = torch.from_numpy(storage["obs"]).to(device)
     actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
     logits, values = forward_storage(model, obs)
-    log_probs = F.log_softmax(logits[:, :steps], dim=-1)
-    chosen = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    chosen, entropies = distribution.log_prob_entropy(logits[:, :steps], actions)
     ends = final_values(model, storage, device)  # V of truncated episodes' final observations, same θ
     vs, advantages = _vtrace(storage, chosen.detach(), values.detach(), ends, algo, device)
     policy_loss = -(advantages * chosen).mean()
     value_loss = (vs - values[:, :steps]).pow(2).mean()
-    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    entropy = entropies.mean()
     loss = policy_loss + algo.value_coef * value_loss - algo.entropy_coef * entropy
     return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+
+from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 
 
 @dataclass
@@ -36,14 +37,15 @@ class PPOStats:
 
 def ppo_loss(model: torch.nn.Module, batch: PPOBatch, clip: float, value_clip: float, value_coef: float,
              entropy_coef: float, normalize_advantages: bool = True,
-             value_scale: float = 1.0) -> tuple[torch.Tensor, PPOStats]:
+             value_scale: float = 1.0,
+             distribution: ActionDistribution = CATEGORICAL) -> tuple[torch.Tensor, PPOStats]:
     """Clipped surrogate + (optionally clipped) value loss - entropy bonus; ``value_clip`` 0 disables it.
 
     ``value_scale``: the running std of the returns when the model normalises them; value errors
-    and the value clip range are measured in units of it (1: in returns)."""
+    and the value clip range are measured in units of it (1: in returns). ``distribution`` reads the head
+    (``fastrl.models.distributions``: logits, MultiDiscrete, Gaussian)."""
     logits, values = model(batch.obs)
-    log_probs = F.log_softmax(logits, dim=-1)
-    logp = log_probs.gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
+    logp, entropies = distribution.log_prob_entropy(logits, batch.actions)
     advantages = batch.advantages
     if normalize_advantages and advantages.numel() > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -57,7 +59,7 @@ def ppo_loss(model: torch.nn.Module, batch: PPOBatch, clip: float, value_clip: f
         clipped = batch.old_values + (values - batch.old_values).clamp(-reach, reach)
         value_error = torch.max(value_error, ((clipped - batch.returns) / value_scale).pow(2))
     value_loss = 0.5 * value_error.mean()
-    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    entropy = entropies.mean()
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     with torch.no_grad():
         stats = PPOStats(

@@ -15,6 +15,8 @@ from csrc_free_kernels.step_end import TRUNCATED
 # name -> dtype; obs takes the env's own dtype. u is float64 so inverse-CDF sampling
 # resolves probabilities far below float32's resolution. done holds how step t ended
 # (csrc_free_kernels.step_end: continues, terminated, truncated by a time limit).
+# action and u are scalars per row for Discrete; MultiDiscrete and Box widen both to the action's
+# D dimensions (``SlotShape.action_shape``: one uniform per dimension) and a Box stores float32.
 STEP_FIELDS = {
     "action": "int64",
     "reward": "float32",
@@ -40,12 +42,18 @@ class SlotShape:
     steps: int  # T: transitions per slot; each field holds T + 1 rows
     obs_shape: tuple[int, ...]
     obs_dtype: str
+    action_shape: tuple[int, ...] = ()  # per row, of ``action`` and ``u`` (fastrl.envs.actions.ActionSpec.slot_shape)
+    action_dtype: str = "int64"
 
     def arrays(self) -> list[tuple[str, tuple[int, ...], str]]:
         rows = (self.slots, self.steps + 1)
         return [(name, rows + tuple(self.obs_shape), self.obs_dtype) for name in OBS_FIELDS] + [
-            (name, rows, dtype) for name, dtype in STEP_FIELDS.items()
+            (name, rows + self._per_row(name), self.action_dtype if name == "action" else dtype)
+            for name, dtype in STEP_FIELDS.items()
         ]
+
+    def _per_row(self, name: str) -> tuple[int, ...]:
+        return tuple(self.action_shape) if name in ("action", "u") else ()
 
 
 class TrajectorySlots:

@@ -41,6 +41,7 @@ import numpy as np
 from csrc_free_kernels.frames import make_resize_plan, stack_fill_kernel
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.config import AtariConfig
+from fastrl.envs.actions import ActionSpec
 from fastrl.envs.atari_screen import StepScreens
 
 _ID = re.compile(r"^(?P<ale>ALE/)?(?P<game>[A-Za-z0-9_]+?)(?P<variant>NoFrameskip|Deterministic)?-v(?P<version>\d+)$")
@@ -142,6 +143,7 @@ class AtariEnv:
             self._fire_actions = (Action.FIRE.value, minimal[2].value)
 
         self.n_actions = len(self._actions)
+        self.action_spec = ActionSpec.discrete(self.n_actions)
         self.obs_shape = (config.stack, config.size, config.size)
         self.obs_dtype = np.dtype(np.uint8)
         self.frames_per_step = config.frame_skip

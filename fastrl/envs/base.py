@@ -11,18 +11,22 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from fastrl.envs.actions import ActionSpec
+
 
 class EnvAdapter(Protocol):
     obs_shape: tuple[int, ...]
     obs_dtype: np.dtype
-    n_actions: int
+    action_spec: ActionSpec  # the kind of action, how many u per step, the slot's action layout
+    n_actions: int  # columns of the policy head (``action_spec.head_size``; the number of actions if Discrete)
     frames_per_step: int  # emulator frames per agent step, for frame counting
 
     def reset(self, seed: int, out: np.ndarray) -> None:
         """Start a new episode seeded with ``seed`` and write its first observation into ``out``."""
 
-    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
-        """Apply ``action``; ``prev`` holds the current observation (frame stacks shift from it),
+    def step(self, action, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
+        """Apply ``action`` (an int for Discrete; the slot's flat row, int64 or float32, otherwise; the
+        adapter turns it into what its env takes: offset, clipped, reshaped); ``prev`` holds the current observation (frame stacks shift from it),
         the next one is written into ``out``.
 
         Returns ``(reward, raw_reward, done, episode_over)``: ``reward`` is what the learner sees

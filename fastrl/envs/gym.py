@@ -15,25 +15,20 @@ import gymnasium as gym
 import numpy as np
 
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
+from fastrl.envs.actions import BOX, DISCRETE, ActionSpec, UnsupportedEnvError, action_spec_of
 
 log = logging.getLogger(__name__)
-
-
-class UnsupportedEnvError(ValueError):
-    pass
+__all__ = ["EnvOutputError", "GymEnv", "UnsupportedEnvError", "check_spaces"]
 
 
 class EnvOutputError(ValueError):
     """An observation or reward that the env's declared spaces do not allow."""
 
 
-def check_spaces(env_id: str, env: gym.Env) -> tuple[tuple[int, ...], np.dtype, int]:
-    """-> (obs_shape, obs_dtype, n_actions) or a clear error for spaces fastrl cannot learn on."""
-    obs_space, act_space = env.observation_space, env.action_space
-    if not isinstance(act_space, gym.spaces.Discrete):
-        raise UnsupportedEnvError(
-            f"env {env_id!r}: action space {act_space} is not supported; fastrl policies need a Discrete action space"
-        )
+def check_spaces(env_id: str, env: gym.Env) -> tuple[tuple[int, ...], np.dtype, ActionSpec]:
+    """-> (obs_shape, obs_dtype, action spec) or a clear error naming a space fastrl cannot learn on."""
+    obs_space = env.observation_space
+    action = action_spec_of(env_id, env.action_space)  # Discrete, MultiDiscrete or a float Box
     if not isinstance(obs_space, gym.spaces.Box):
         raise UnsupportedEnvError(
             f"env {env_id!r}: observation space {obs_space} is not supported; use a Box observation space "
@@ -44,7 +39,7 @@ def check_spaces(env_id: str, env: gym.Env) -> tuple[tuple[int, ...], np.dtype, 
         raise UnsupportedEnvError(f"env {env_id!r}: observation dtype {dtype} is not supported (uint8, float32)")
     if dtype == np.float64:
         dtype = np.dtype(np.float32)  # stored and learned in float32
-    return tuple(obs_space.shape), dtype, int(act_space.n)
+    return tuple(obs_space.shape), dtype, action
 
 
 class GymEnv:
@@ -53,12 +48,26 @@ class GymEnv:
     def __init__(self, env_id: str, env: gym.Env):
         self.env_id = env_id
         self.env = env
-        self.obs_shape, self.obs_dtype, self.n_actions = check_spaces(env_id, env)
-        self.action_start = int(env.action_space.start)  # Discrete(n, start=s): fastrl's action a is s + a
+        self.obs_shape, self.obs_dtype, self.action_spec = check_spaces(env_id, env)
+        self.n_actions = self.action_spec.head_size
+        self._to_env = self._action_converter(env.action_space)
         self.float_obs = self.obs_dtype.kind == "f"
         # small flat observations: a Python loop beats numpy's per-call overhead (0.4 vs 2 us for 4 floats)
         self.small_obs = len(self.obs_shape) == 1 and self.obs_shape[0] <= 64
         self.seen_dtype: np.dtype | None = None
+
+    def _action_converter(self, space):
+        """fastrl's stored action (an int, or a flat row of the slot) -> what ``env.step`` takes."""
+        kind = self.action_spec.kind
+        if kind == DISCRETE:
+            start = int(space.start)  # Discrete(n, start=s): fastrl's action a is s + a
+            return lambda action: action + start
+        if kind == BOX:  # the env gets the sample clipped to its bounds; the slot keeps it unclipped
+            low = np.asarray(space.low, space.dtype).ravel()
+            high = np.asarray(space.high, space.dtype).ravel()
+            return lambda action: np.clip(np.asarray(action, space.dtype), low, high).reshape(space.shape)
+        start = np.asarray(getattr(space, "start", 0), space.dtype).ravel()  # MultiDiscrete(nvec, start)
+        return lambda action: (np.asarray(action, space.dtype) + start).reshape(space.shape)
 
     # ---------------------------------------------------------------- checks
 
@@ -100,10 +109,16 @@ class GymEnv:
         obs, _ = self.env.reset(seed=seed)
         self._check_declared(obs, "reset")
         self._write(obs, out)
-        obs, reward, *_ = self.env.step(self.action_start)
+        obs, reward, *_ = self.env.step(self._to_env(self._neutral_action()))
         self._check_declared(obs, "the first step")
         self._write(obs, out)
         self._reward(reward)
+
+    def _neutral_action(self):
+        """The probe's one action: the first category of every dimension, or a Box's zero."""
+        if self.action_spec.kind == DISCRETE:
+            return 0
+        return np.zeros(self.action_spec.dims, np.dtype(self.action_spec.slot_dtype))
 
     def _check_declared(self, obs, where: str) -> None:
         space = self.env.observation_space
@@ -119,8 +134,8 @@ class GymEnv:
         obs, _ = self.env.reset(seed=seed)
         self._write(obs, out)
 
-    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
-        obs, reward, terminated, truncated, _ = self.env.step(action + self.action_start)
+    def step(self, action, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
+        obs, reward, terminated, truncated, _ = self.env.step(self._to_env(action))
         self._write(obs, out)
         reward = self._reward(reward)
         if terminated or truncated:  # a terminal state wins over a time limit reached at the same step

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from fastrl.config import EnvConfig
+from fastrl.envs.actions import ActionSpec
 from fastrl.envs.base import EnvAdapter
 from fastrl.envs.gym import EnvOutputError, GymEnv, UnsupportedEnvError
 
@@ -25,8 +26,13 @@ def register_fastrl_envs() -> None:
 class EnvInfo:
     obs_shape: tuple[int, ...]
     obs_dtype: str
-    n_actions: int
+    n_actions: int  # columns of the policy head: the number of actions for Discrete (``ActionSpec.head_size``)
     frames_per_step: int
+    action: ActionSpec | None = None  # None: Discrete(n_actions)
+
+    def __post_init__(self):
+        if self.action is None:
+            object.__setattr__(self, "action", ActionSpec.discrete(self.n_actions))
 
 
 def _is_atari(env_id: str) -> bool:
@@ -102,6 +108,7 @@ def probe_env(config: EnvConfig) -> EnvInfo:
             env.probe()  # the full check of a user's env; compiles the Atari frame kernels
         except EnvOutputError as exc:
             raise UnsupportedEnvError(f"env {config.id!r} at start: {exc}") from None
-        return EnvInfo(tuple(env.obs_shape), np.dtype(env.obs_dtype).str, env.n_actions, env.frames_per_step)
+        return EnvInfo(tuple(env.obs_shape), np.dtype(env.obs_dtype).str, env.action_spec.head_size,
+                       env.frames_per_step, env.action_spec)
     finally:
         env.close()

@@ -38,6 +38,7 @@ from fastrl.learning import agent_steps_per_update, frames_per_update
 from fastrl.learning.cohort import join_cohort, leave_group
 from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.learning.update_rules import Update, make_rule
+from fastrl.models.distributions import distribution_for
 from fastrl.models.policy import build_policy, resolve_device
 from fastrl.partition import owner_of
 from fastrl.errors import NonFiniteError
@@ -84,7 +85,7 @@ class Learner:
         self.finishing = self.time_due = False  # agreed at the last barrier, by every rank (see _agree)
         self.cohort = join_cohort(spec, self.device)  # the other ranks' learners (torchrun), or Solo
         self.rule = make_rule(self.algo.name, self.mode.policy_lag, self.model, self.algo, self.device, self.step,
-                              config.run.seed, self.cohort)
+                              config.run.seed, self.cohort, distribution=distribution_for(spec.env_info.action))
         self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
         self.gossip = Gossip(spec, buffers, index, self.model, worker) if spec.gala else None
         self.rule.warm_up(buffers.slots.storage(0, 1))

@@ -46,6 +46,7 @@ from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 from fastrl.algos.time_limits import final_values
 from fastrl.buffers.control import Stat
 from fastrl.config import AlgoConfig
+from fastrl.models.distributions import ActionDistribution, distribution_for
 from fastrl.models.normalizer import observe_observations, observe_returns, observed_rows
 from fastrl.errors import NonFiniteError
 from fastrl.learning.cohort import Solo
@@ -70,9 +71,10 @@ class UpdateRule:
     lag: int | None = 0
 
     def __init__(self, model: torch.nn.Module, algo: AlgoConfig, device: torch.device, step: Step, seed: int,
-                 cohort: Solo | None = None):
+                 cohort: Solo | None = None, distribution: ActionDistribution | None = None):
         self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
-        self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
+        self.cohort = cohort or Solo()
+        self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)  # the other ranks' learners, whose data counts as this one's (torchrun)
 
     @property
     def trained(self) -> torch.nn.Module:
@@ -147,7 +149,7 @@ class Gradient(UpdateRule):
 
 class A2CSync(Gradient):
     def _loss(self, net, storage):
-        return a2c_loss(net, storage, self.algo, self.device)
+        return a2c_loss(net, storage, self.algo, self.device, self.distribution)
 
 
 class A2CDelayed(A2CSync):
@@ -179,7 +181,7 @@ class Impala(Gradient):
     lag = None
 
     def _loss(self, net, storage):
-        return impala_loss(net, storage, self.algo, self.device)
+        return impala_loss(net, storage, self.algo, self.device, self.distribution)
 
 
 class PPO(UpdateRule):
@@ -202,7 +204,7 @@ class PPO(UpdateRule):
         batch = PPOBatch(rows("obs"), rows("action"), rows("logp"), zeros, zeros, zeros)
         algo = self.algo
         loss, _ = ppo_loss(self.trainee, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
-                           algo.normalize_advantages)
+                           algo.normalize_advantages, distribution=self.distribution)
         loss.backward()
         self.trainee.zero_grad(set_to_none=True)
 
@@ -238,7 +240,7 @@ class PPO(UpdateRule):
                 batch = self._minibatch(data, mine, advantages[torch.from_numpy(index).to(self.device)])
                 net.zero_grad(set_to_none=True)
                 loss, stats = ppo_loss(net, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
-                                       False, value_scale)
+                                       False, value_scale, self.distribution)
                 _checked(rollout, stats.policy_loss, stats.value_loss, stats.entropy)
                 # weighted by this rank's share of the minibatch: the ranks' mean gradient is the whole minibatch's
                 (loss * (len(mine) * self.cohort.ranks / len(index))).backward()
@@ -294,16 +296,18 @@ class PPO(UpdateRule):
         self.trainee.load_state_dict(trainee if trainee is not None else self.model.state_dict())
 
 
-def make_rule(algorithm: str, lag: int | None, *given) -> UpdateRule:
+def make_rule(algorithm: str, lag: int | None, *given, distribution: ActionDistribution | None = None) -> UpdateRule:
     """The rule of ``algo.name`` for a mode of policy ``lag``; ``given``: what every rule takes (see
-    ``UpdateRule``). Which mode takes which algorithm is ``fastrl.modes``' to say (the config checked it)."""
+    ``UpdateRule``), ``distribution`` the action space's. Which mode takes which algorithm is
+    ``fastrl.modes``' to say (the config checked it)."""
     if algorithm == "none":
-        return Collect(*given)
+        return Collect(*given, distribution=distribution)
     if algorithm == "impala":
-        return Impala(*given)
+        return Impala(*given, distribution=distribution)
     if algorithm == "ppo":
-        return PPO(*given, lag=lag)
-    return A2CDelayed(*given) if lag == 1 else A2CSync(*given)
+        return PPO(*given, lag=lag, distribution=distribution)
+    rule = A2CDelayed if lag == 1 else A2CSync
+    return rule(*given, distribution=distribution)
 
 
 def _checked(rollout: int, policy_loss: float, value_loss: float, entropy: float) -> Losses:

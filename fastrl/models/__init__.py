@@ -1,4 +1,7 @@
-"""Policy networks: ``forward(obs) -> (logits [B, n_actions] float32, value [B] float32)``.
+"""Policy networks: ``forward(obs) -> (head [B, H] float32, value [B] float32)``.
+
+The head is logits for Discrete actions, side-by-side logits for MultiDiscrete, and D means then
+D log-stds for Box actions (``fastrl.models.distributions`` reads it; ``H = ActionSpec.head_size``).
 
 ``build_model`` builds one by name (see ``registry``); ``forward_microbatched`` is the
 batch-invariant forward the actor uses (see ``microbatch``).

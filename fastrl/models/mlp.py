@@ -10,6 +10,7 @@ from typing import Sequence
 
 from torch import Tensor, nn
 
+from fastrl.models.heads import policy_head
 from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer, obs_to_float
 
 
@@ -40,11 +41,12 @@ class MLPPolicy(nn.Module):
     Observations ``[B, *obs_shape]`` are flattened to ``[B, prod(obs_shape)]`` (uint8 ones are
     scaled by 1/255 first). Initialisation: orthogonal, gain sqrt(2) for the hidden layers,
     0.01 for the policy head, 1.0 for the value head, zero biases. ``hidden=()`` gives linear
-    heads on the raw observation.
+    heads on the raw observation. ``gaussian``: ``n_actions`` = 2 D columns of a diagonal Gaussian
+    (Box actions: ``fastrl.models.heads.GaussianHead``) instead of logits.
     """
 
     def __init__(self, obs_shape: Sequence[int], n_actions: int, hidden: Sequence[int] = (64, 64),
-                 normalize_obs: bool = False, normalize_value: bool = False):
+                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False):
         super().__init__()
         self.obs_shape = check_policy_args("MLPPolicy", obs_shape, n_actions)
         self.n_actions = n_actions
@@ -63,7 +65,7 @@ class MLPPolicy(nn.Module):
             layers += [init_orthogonal(nn.Linear(width, h), math.sqrt(2)), nn.Tanh()]
             width = h
         self.trunk = nn.Sequential(*layers)
-        self.policy_head = init_orthogonal(nn.Linear(width, n_actions), 0.01)
+        self.policy_head = policy_head(width, n_actions, gaussian, init_orthogonal)
         self.value_head = init_orthogonal(nn.Linear(width, 1), 1.0)
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:

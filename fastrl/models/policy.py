@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from fastrl.envs.actions import BOX
 from fastrl.models.registry import build_model
 
 if TYPE_CHECKING:
@@ -28,5 +29,7 @@ def build_policy(env_info: EnvInfo, config: Config, device: torch.device | str |
     what ``model.precision = 'auto'`` picks, by default the run's ``engine.device``)."""
     model = config.model
     device = resolve_device(config.engine.device) if device is None else torch.device(device)
-    return build_model(model.name, env_info.obs_shape, np.dtype(env_info.obs_dtype), env_info.n_actions, model.hidden,
-                       model.kwargs, model.precision, model.normalize_obs, device, config.algo.normalize_returns)
+    action = env_info.action
+    return build_model(model.name, env_info.obs_shape, np.dtype(env_info.obs_dtype), action.head_size, model.hidden,
+                       model.kwargs, model.precision, model.normalize_obs, device, config.algo.normalize_returns,
+                       gaussian=action.kind == BOX)

@@ -56,9 +56,12 @@ def build_model(
     normalize_obs: bool = False,
     device: torch.device | str = "cpu",
     normalize_value: bool = False,
+    gaussian: bool = False,
 ) -> nn.Module:
-    """The policy called ``name`` for observations of ``obs_shape``/``obs_dtype`` and
-    ``n_actions`` discrete actions.
+    """The policy called ``name`` for observations of ``obs_shape``/``obs_dtype`` and a policy head
+    of ``n_actions`` columns: the number of discrete actions, side-by-side logits of a MultiDiscrete
+    space, or (``gaussian``, Box actions) 2 D columns, D means then D log-stds
+    (``fastrl.envs.actions.ActionSpec.head_size``).
 
     ``name``: ``"auto"`` (``"nature"`` for 3-D image stacks, ``"mlp"`` otherwise), ``"mlp"``,
     ``"nature"``, ``"shallow"``, ``"impala"``, a name given to ``register_model``, or
@@ -70,6 +73,8 @@ def build_model(
     ``normalize_obs``: the built-in models keep running observation statistics
     (``fastrl.models.normalizer``); a custom model normalises its own inputs. ``normalize_value``:
     their value head predicts returns in units of running return statistics (``algo.normalize_returns``).
+    ``gaussian``: the built-in models end in ``fastrl.models.heads.GaussianHead`` (state-independent
+    log-std); a custom model returns its own ``[B, 2 D]`` head; ``"random"`` gives N(0, 1).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string ({_allowed()}), got {name!r}")
@@ -82,12 +87,13 @@ def build_model(
         raise ValueError(f"model {name!r}: kwargs must be a dict, got {type(kwargs).__name__}")
     kw = dict(kwargs or {})
     builtin_kw = {key: True for key, on in (("normalize_obs", normalize_obs), ("normalize_value", normalize_value)) if on}
+    head_kw = {"gaussian": True} if gaussian else {}  # only the built-in heads need telling
 
     resolved = name
     if name == "auto":
         resolved = "nature" if len(shape) == 3 else "mlp"
     if resolved == "mlp":
-        model = _build_builtin(name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw, **builtin_kw},
+        model = _build_builtin(name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw, **builtin_kw, **head_kw},
                                "hidden")
     elif builtin_kw and resolved not in _IMAGE_MODELS:
         raise ValueError(f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'nature', "
@@ -98,7 +104,7 @@ def build_model(
         if len(shape) != 3:
             raise ValueError(f"model {name!r} is an image model and needs a 3-D observation [C, H, W]; "
                              f"got obs_shape {shape}; use 'mlp' or 'auto' for flat observations")
-        model = _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, {**kw, **builtin_kw}, None)
+        model = _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, {**kw, **builtin_kw, **head_kw}, None)
     elif name in _registered:
         model = _call_factory(name, _registered[name], shape, n_actions, kw)
     elif ":" in name:
@@ -150,7 +156,7 @@ def _build_builtin(name: str, cls: type, shape: tuple[int, ...], n_actions: int,
     try:
         return cls(obs_shape=shape, n_actions=n_actions, **kw)
     except TypeError as e:
-        extra = sorted(k for k in kw if k != own)
+        extra = sorted(k for k in kw if k not in (own, "gaussian"))
         raise ValueError(f"model {name!r} ({cls.__name__}): bad kwargs {extra}: {e}") from None
     except ValueError as e:
         raise ValueError(f"model {name!r}: {e}") from None

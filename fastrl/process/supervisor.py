@@ -93,7 +93,8 @@ def plan_run(config: Config) -> RunPlan:
     check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)
     slots = mode.slot_count(engine.envs, config.algo.batch_slots)
-    shape = SlotShape(slots, engine.rollout, info.obs_shape, info.obs_dtype)
+    shape = SlotShape(slots, engine.rollout, info.obs_shape, info.obs_dtype, info.action.slot_shape,
+                      info.action.slot_dtype)
     ids = WorkerIds(engine.executors, engine.actors, engine.learners)
     plan = BufferPlan(shape, n_params, engine.learners, ids.total, mode.weight_slots, engine.mode == "gala")
     try:

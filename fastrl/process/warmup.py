@@ -14,7 +14,8 @@ def compile_kernels() -> None:
     from csrc_free_kernels.gae import gae
     from csrc_free_kernels.returns import nstep_returns
     from csrc_free_kernels.vtrace import vtrace
-    from csrc_free_kernels.sampling import sample_from_u, sample_rows_kernel
+    from csrc_free_kernels.sampling import (sample_from_u, sample_gaussian, sample_gaussian_rows_kernel, sample_multi,
+                                            sample_multi_rows_kernel, sample_rows_kernel)
 
     # the learner: [N, T] views of [N, T + 1] storages, bootstrap a column of a [N, T + 1] array;
     # with N = 1 (its own warm-up on one slot) numpy sees those views as contiguous
@@ -31,3 +32,13 @@ def compile_kernels() -> None:
                        np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32),
                        np.zeros(1, np.int64))
     sample_from_u(np.zeros((1, 2), np.float32), np.zeros(1), np.empty(1, np.int64), np.empty(1, np.float32))  # evaluate
+    # MultiDiscrete and Box actions: the slots' action and u columns are [rows, D]
+    value_columns = (np.zeros(1, np.float32), np.zeros(1, np.float32), np.zeros(1, np.int64))
+    sample_multi_rows_kernel(np.zeros((1, 2), np.float32), np.ones(2, np.int64), np.zeros(1, np.float32), 0,
+                             np.zeros(1, np.int64), np.full((1, 2), 0.5), np.zeros((1, 2), np.int64), *value_columns)
+    sample_gaussian_rows_kernel(np.zeros((1, 2), np.float32), np.zeros(1, np.float32), 0, np.zeros(1, np.int64),
+                                np.full((1, 1), 0.5), np.zeros((1, 1), np.float32), *value_columns)
+    sample_multi(np.zeros((1, 2), np.float32), [1, 1], np.full((1, 2), 0.5), np.empty((1, 2), np.int64),
+                 np.empty(1, np.float32))
+    sample_gaussian(np.zeros((1, 2), np.float32), np.full((1, 1), 0.5), np.empty((1, 1), np.float32),
+                    np.empty(1, np.float32))

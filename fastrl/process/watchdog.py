@@ -38,7 +38,8 @@ def stall_fault(
     phase = int(activity[Activity.PHASE])
     if worker < ids.executors and phase != Phase.IDLE:
         call = "step" if phase == Phase.STEP else "reset"
-        action = f" of action {int(activity[Activity.ACTION])}" if phase == Phase.STEP else ""
+        named = phase == Phase.STEP and activity[Activity.ACTION] >= 0  # -1: a vector action (Box, MultiDiscrete)
+        action = f" of action {int(activity[Activity.ACTION])}" if named else ""
         what += (
             f": it is stuck in env {env_id!r} #{int(activity[Activity.ENV])}, in the {call}{action} at step "
             f"{int(activity[Activity.STEP])} of its episode"

@@ -19,9 +19,9 @@ from queue import Empty
 import numpy as np
 import torch
 
-from csrc_free_kernels.sampling import sample_rows_kernel
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
+from fastrl.models.distributions import distribution_for
 from fastrl.models.policy import build_policy, resolve_device
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.sampling.channels import Channels, decode_request
@@ -43,6 +43,7 @@ class Actor:
         self.device = resolve_device(engine.device)
         self.micro_batch = engine.micro_batch
         self.model = build_policy(spec.env_info, spec.config).to(self.device).eval()
+        self.distribution = distribution_for(spec.env_info.action)  # the head's kind: its sampling kernel
         self.reads_observations = getattr(self.model, "reads_observations", True)
         # one model per weight set: learner l's slot k is set l * slots + k
         self.weight_slots = spec.mode.weight_slots
@@ -69,11 +70,12 @@ class Actor:
     def _warm_up(self) -> None:
         """Run the forward and the sampler once so the first real batch pays no JIT or lazy-init cost."""
         logits, value = forward_microbatched(self.model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch)
-        scratch = {name: np.zeros(1, column.dtype) for name, column in
+        scratch = {name: np.zeros((1, *column.shape[1:]), column.dtype) for name, column in
                    (("u", self.u), ("action", self.action), ("logp", self.logp), ("value", self.value),
                     ("stamp", self.stamp))}
-        sample_rows_kernel(logits.float().cpu().numpy(), value.float().cpu().numpy(), 0, np.zeros(1, np.int64),
-                           scratch["u"], scratch["action"], scratch["logp"], scratch["value"], scratch["stamp"])
+        self.distribution.sample_rows(logits.float().cpu().numpy(), value.float().cpu().numpy(), 0,
+                                      np.zeros(1, np.int64), scratch["u"], scratch["action"], scratch["logp"],
+                                      scratch["value"], scratch["stamp"])
 
     # ------------------------------------------------------------------ loop (fastrl.process.component's protocol)
 
@@ -129,8 +131,8 @@ class Actor:
             logits, value = self._constant_outputs(weights, version, n)
         self.versions[weights] = version
         # one kernel samples every row from its own u and writes action, logp, value and version
-        sample_rows_kernel(np.ascontiguousarray(logits, np.float32), np.ascontiguousarray(value, np.float32), version,
-                           rows, self.u, self.action, self.logp, self.value, self.stamp)
+        self.distribution.sample_rows(np.ascontiguousarray(logits, np.float32), np.ascontiguousarray(value, np.float32),
+                                      version, rows, self.u, self.action, self.logp, self.value, self.stamp)
         return envs
 
     @torch.inference_mode()

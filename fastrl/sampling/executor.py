@@ -81,6 +81,9 @@ class Executor:
         rows = buffers.slots.rows
         self.obs, self.action, self.reward = rows["obs"], rows["action"], rows["reward"]
         self.done, self.u = rows["done"], rows["u"]
+        # Discrete: one uniform and an int action per row, as always; MultiDiscrete and Box: a row of D
+        # uniforms from the env's stream (one per dimension) and the slot's action row handed to the adapter
+        self.scalar_actions = spec.env_info.action.slot_shape == ()
         self.final_obs = rows["final_obs"]  # written only at truncations (see fastrl.buffers.slots)
         self.worker = WorkerIds(engine.executors, engine.actors, engine.learners).executor(index)
         self.name = f"executor-{index}"
@@ -197,7 +200,10 @@ class Executor:
                                                          timeout=timeout)
 
     def _announce(self, i: int, row: int, requests: dict[int, list[int]]) -> None:
-        self.u[row] = self.rngs[i].random()
+        if self.scalar_actions:
+            self.u[row] = self.rngs[i].random()
+        else:
+            self.rngs[i].random(out=self.u[row])  # D draws, in dimension order
         self.row[i] = row
         requests.setdefault(self.actor_of_local[i], []).append(encode_request(self.env_list[i], row, self.envs_total))
         self.pending_requests += 1
@@ -264,7 +270,7 @@ class Executor:
 
     def _step(self, i: int, requests, finished: list[int], episodes: list) -> None:
         row = self.row[i]
-        result = self._env_step(i, row, int(self.action[row]))
+        result = self._env_step(i, row, int(self.action[row]) if self.scalar_actions else self.action[row])
         if self.step_delay_s:
             time.sleep(random.random() * self.step_delay_s)  # testing: timing noise, not seeded on purpose
         if result is None:  # the env failed and was reset into row + 1: no bootstrap across the failure
@@ -307,11 +313,12 @@ class Executor:
         activity[_ACTION] = action
         activity[_PHASE] = phase
 
-    def _env_step(self, i: int, row: int, action: int):
+    def _env_step(self, i: int, row: int, action):
+        """``action``: an int (Discrete) or the slot's action row (the watchdog then names no action)."""
         activity = self.activity  # _mark, inlined: this runs on every step
         activity[_ENV] = self.env_list[i]
         activity[_STEP] = self.episode_length[i]
-        activity[_ACTION] = action
+        activity[_ACTION] = action if self.scalar_actions else -1
         activity[_PHASE] = _STEPPING
         obs = self.obs
         try:
