@@ -73,8 +73,8 @@ class UpdateRule:
     def __init__(self, model: torch.nn.Module, algo: AlgoConfig, device: torch.device, step: Step, seed: int,
                  cohort: Solo | None = None, distribution: ActionDistribution | None = None):
         self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
-        self.cohort = cohort or Solo()
-        self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)  # the other ranks' learners, whose data counts as this one's (torchrun)
+        self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
+        self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)
 
     @property
     def trained(self) -> torch.nn.Module:
