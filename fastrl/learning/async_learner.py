@@ -63,8 +63,8 @@ class AsyncLearner(Learner):
         lags = self.version - storage["version"][:, : self.spec.steps]
         self.learn(storage, self.rollout)
         self.apply(self.rule.advance() or Update(lag=None))  # collecting: θ stays, the batch still counts
-        self.stats[Stat.LAG_MEAN] = float(lags.mean())
-        self.stats[Stat.LAG_MAX] = float(lags.max())
+        self.stats[Stat.LAG_MAX] = float(lags.max())  # the max first: metrics read this row at any moment,
+        self.stats[Stat.LAG_MEAN] = float(lags.mean())  # and must never see a mean above its max
         self.move_to(self.rollout + 1)
         self.publish()
         frames = int(self.stats[Stat.FRAMES])
