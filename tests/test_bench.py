@@ -9,6 +9,7 @@ from fastrl.bench.sampling import main as sampling_main
 from fastrl.bench.sampling import measure
 
 
+@pytest.mark.slow  # a whole bench round (~15 s); its parts have quick tests below
 def test_sampling_bench_reports_the_engine_and_both_references_per_round(capsys):
     sampling_main(["configs/pong_hts.toml", "--seconds", "1", "--rounds", "2",
                    "--set", "engine.envs=4", "--set", "engine.executors=2", "--set", "engine.actors=2"])
@@ -25,6 +26,7 @@ def test_sampling_bench_reports_the_engine_and_both_references_per_round(capsys)
     assert set(result["fastrl"]["time_split"]) == {"env", "inference", "learning", "waiting"}
 
 
+@pytest.mark.slow  # a whole bench round (~15 s); its parts have quick tests below
 def test_sampling_bench_adapter_loop_reports_the_engines_share_of_its_own_envs_in_a_bare_loop(capsys):
     from fastrl.cli import main as cli_main
 

@@ -204,7 +204,7 @@ def test_gala_ring_run_logs_per_learner_metrics_and_checkpoints(tmp_path):
     assert not _equal(models[0], models[1])  # ring mixing does not make them identical
 
 
-@pytest.mark.parametrize("base", ["sync", "hts"])
+@pytest.mark.parametrize("base", [pytest.param("sync", marks=pytest.mark.slow), "hts"])  # sync: the same gossip, in the slow run
 def test_allreduce_keeps_learners_bit_identical(tmp_path, base):
     summary, run_dir = _gala(tmp_path, "allreduce", "engine.envs=8", "run.total_frames=1600",
                              "gala.mixing='allreduce'", f"gala.base='{base}'", "engine.executors=2",
@@ -215,7 +215,7 @@ def test_allreduce_keeps_learners_bit_identical(tmp_path, base):
     assert summary["consensus_radius"] == 0.0
 
 
-@pytest.mark.parametrize("base", ["sync", "hts"])
+@pytest.mark.parametrize("base", [pytest.param("sync", marks=pytest.mark.slow), "hts"])  # sync: the same gossip, in the slow run
 def test_fixed_gossip_schedule_is_bit_reproducible_across_process_layouts(tmp_path, base):
     """gala.deterministic: the same seed with 1 or 2 executors/actors and random delays gives every
     learner bit-identical parameters."""

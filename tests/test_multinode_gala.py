@@ -79,6 +79,7 @@ def test_deterministic_ring_over_two_ranks_stays_within_proposition_1(tmp_path):
     assert "consensus rounds over 4 learners" in _log(tmp_path)
 
 
+@pytest.mark.slow  # 20 s of launches; allreduce's bit-identity is tested on one node, the ring across ranks here
 def test_allreduce_over_two_ranks_keeps_all_four_learners_bit_identical_to_the_end_at_the_target(tmp_path):
     """One all-reduce over the 4 learners per update; rank 0 judges the target, its learners take part in the
     next all-reduce as "finished", and rank 1's end at that same update: all 4 stop after as many updates."""
