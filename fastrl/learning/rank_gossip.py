@@ -31,11 +31,11 @@ Ctrl-C) is one rank's flag, but the ring is every rank's: a learner whose rank r
 store (``finish_wanted``), and a learner that reads it there (every ``FINISH_POLL_S``) raises its own rank's, so
 every learner finishes at its next barrier, as sync's barriers agree it.
 
-**allreduce** across ranks: every update, one all-reduce of the gradient over all G learners (gloo and NCCL
+**allreduce** across ranks (``fastrl.learning.gala_group``): every update, one all-reduce of the gradient over all G learners (gloo and NCCL
 give every member the same bits), with one more element: "this learner finished". A learner that finishes
 takes part once more with it set, so its peers end at that update too (``PeerFinished``), as on one node.
 
-**Proposition 1 over all G learners: consensus rounds** (``ConsensusRounds``). In round m every learner
+**Proposition 1 over all G learners: consensus rounds** (``fastrl.learning.gala_group.ConsensusRounds``). In round m every learner
 all-reduces, without waiting on it, its θ in float64 (sum: x̄ over all G) and [its largest update norm, its
 staleness, its distance at round m − 1] (max). Once both are in: its own ‖x_g − x̄‖, the bound from every
 learner's largest update norm and staleness, and the largest distance over all G at round m − 1. A learner
@@ -50,24 +50,19 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from fastrl.buffers.control import Flag
-from fastrl.errors import StopRequested
 from fastrl.learning.cohort import PeerRankLost, join_group
+from fastrl.learning.gala_group import ConsensusRounds, GroupReduce, Wait, first_line, flatten, unflatten
 
 log = logging.getLogger(__name__)
 
 HEADER = 2  # float32 slots before the vector: one int64, the update that produced the message
-ROUND_UPDATES = 10  # lockstep schedules: a consensus round at every 10th update
-ROUND_INTERVAL_S = 0.5  # otherwise: a round this long after the previous one completed
 TAG = 0  # one message stream per ordered pair of learners
 FINISH_POLL_S = 0.2  # how often a learner reads whether another rank wants to finish
-
-Wait = Callable[[Callable[[], bool], Callable[[], bool]], bool]  # Gossip._wait(ready, gone)
 
 
 @dataclass(frozen=True)
@@ -113,31 +108,6 @@ class GossipMessage:
     @staticmethod
     def decode(wire: torch.Tensor) -> "GossipMessage":
         return GossipMessage(int(wire[:HEADER].view(torch.int64)[0]), wire[HEADER:])
-
-
-@torch.no_grad()
-def flatten(model: torch.nn.Module, out: torch.Tensor) -> torch.Tensor:
-    """θ's state (what gossip averages) into ``out``, in ``state_dict`` order."""
-    offset = 0
-    for tensor in model.state_dict().values():
-        n = tensor.numel()
-        out[offset: offset + n].copy_(tensor.reshape(-1))
-        offset += n
-    return out
-
-
-@torch.no_grad()
-def unflatten(flat: torch.Tensor, model: torch.nn.Module) -> None:
-    offset = 0
-    for tensor in model.state_dict().values():
-        n = tensor.numel()
-        tensor.copy_(flat[offset: offset + n].view_as(tensor))
-        offset += n
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 class Board:
@@ -186,7 +156,7 @@ class Board:
             return call()
         except Exception as exc:  # noqa: BLE001 - a store timeout or a lost connection alike
             raise PeerRankLost(f"gala {self.place.name(self.member)}: lost the rendezvous store at {self.where} "
-                               f"({_first_line(exc)}): rank 0 or torchrun's agent is gone") from None
+                               f"({first_line(exc)}): rank 0 or torchrun's agent is gone") from None
 
 
 class RemoteInbox:
@@ -214,7 +184,7 @@ class RemoteInbox:
                 self.lost = True
                 return None
             raise PeerRankLost(f"gala {self.board.place.name(self.board.member)}: receiving the gossip message of "
-                               f"{self.board.place.name(self.peer)} failed ({_first_line(exc)}); that rank died, hung "
+                               f"{self.board.place.name(self.peer)} failed ({first_line(exc)}); that rank died, hung "
                                "past dist.timeout_s or left") from None
         message = GossipMessage.decode(self.wire)
         unflatten(message.params, model)
@@ -279,152 +249,8 @@ class RemoteOutbox:
             self.closed = True  # it ended and its process went: no fault
             return
         raise PeerRankLost(f"gala {self.board.place.name(self.board.member)}: sending its gossip message to "
-                           f"{self.board.place.name(self.peer)} failed ({_first_line(exc)}); that rank died, hung past "
+                           f"{self.board.place.name(self.peer)} failed ({first_line(exc)}); that rank died, hung past "
                            "dist.timeout_s or left")
-
-
-class GroupReduce:
-    """allreduce over every learner of every rank: the gradient's mean, and who finished."""
-
-    def __init__(self, members: int, n_params: int, device: torch.device, wait: Wait, name: str):
-        self.members, self.n_params, self.device, self.wait, self.name = members, n_params, device, wait, name
-        self.pending = None  # the request of a collective this learner left unfinished (stopped while waiting)
-        self.closed = False  # a learner finished: no more collectives
-
-    def reduce(self, grads: list[torch.Tensor]) -> bool:
-        """Replace ``grads`` by every learner's mean; False (grads untouched) when a learner finished instead."""
-        flat = torch.cat([g.reshape(-1).to(self.device, torch.float32) for g in grads]
-                         + [torch.zeros(1, device=self.device)])
-        self._collective(flat)
-        if flat[-1] > 0:
-            self.closed = True
-            return False
-        flat /= self.members  # the same sum on every member: the same bits
-        offset = 0
-        for g in grads:
-            n = g.numel()
-            g.copy_(flat[offset: offset + n].view_as(g))
-            offset += n
-        return True
-
-    def finish(self) -> None:
-        """Take part once more, as "finished": peers at that update end there too. Not awaited."""
-        if self.closed or self.pending is not None:
-            return
-        flag = torch.zeros(self.n_params + 1, device=self.device)
-        flag[-1] = 1.0
-        self.closed = True
-        try:
-            self.pending = dist.all_reduce(flag, async_op=True)
-        except Exception as exc:  # noqa: BLE001 - the group is already broken: peers learn it their own way
-            log.warning("gala %s: could not tell the allreduce peers it finished (%s)", self.name, _first_line(exc))
-
-    def _collective(self, flat: torch.Tensor) -> None:
-        try:
-            request = dist.all_reduce(flat, async_op=True)
-            self.pending = request
-            self.wait(request.is_completed, lambda: False)  # beats the heartbeat, ends at the stop flag
-            request.wait()
-        except StopRequested:
-            raise  # left pending: finish() will not add another collective behind it
-        except Exception as exc:  # noqa: BLE001
-            raise PeerRankLost(f"gala {self.name}: the gradient all-reduce over every rank's learners failed "
-                               f"({_first_line(exc)}); another rank died, hung past dist.timeout_s or left") from None
-        self.pending = None
-
-
-@dataclass(frozen=True)
-class Consensus:
-    """One completed consensus round, as this learner sees it."""
-
-    update: int  # this learner's update when it gave its θ
-    distance: float  # ‖x_g − x̄‖, x̄ over all G learners' θ of this round
-    largest: float  # the largest update norm of any learner so far (L of the bound)
-    staleness: int  # the most updates any learner went without a new message (τ of the bound)
-    previous_radius: float  # max over all G of ‖x_g − x̄‖ at the previous round (-1 before the second)
-
-
-@dataclass
-class _Round:
-    update: int
-    own: torch.Tensor  # x_g (float64)
-    total: torch.Tensor  # Σ x over every learner, once reduced
-    scalars: torch.Tensor  # [largest update norm, staleness, previous distance], max over every learner
-    requests: tuple
-
-
-class ConsensusRounds:
-    """Proposition 1's measurements over every learner of every rank, one round pending at most."""
-
-    def __init__(self, members: int, n_params: int, lockstep: bool, device: torch.device, board: Board, wait: Wait,
-                 name: str):
-        self.members, self.n_params, self.lockstep, self.device = members, n_params, lockstep, device
-        self.board, self.wait, self.name = board, wait, name
-        self.pending: _Round | None = None
-        self.distance = -1.0  # this learner's at the last completed round
-        self.completed_at = time.monotonic()
-        self.stopped = False  # a learner finished or a round failed: no more rounds
-        self.rounds = 0  # completed
-        self.last: Consensus | None = None
-
-    @torch.no_grad()
-    def step(self, model: torch.nn.Module, update: int, largest: float, staleness: int) -> Consensus | None:
-        """After ``update``: collect the pending round if it completed, post the next if it is due."""
-        done = self._collect()
-        if self.stopped or not self._due(update):
-            return done
-        if self.pending is not None:  # lockstep: the round of ROUND_UPDATES updates ago; learners are near it
-            if not self.wait(self._complete, self.board.any_final):
-                self.stopped = True  # a learner ended before giving its θ: this round will never complete
-                return done
-            done = self._collect()
-            if self.stopped:
-                return done
-        self._post(model, update, largest, staleness)
-        return done
-
-    def _due(self, update: int) -> bool:
-        if self.lockstep:
-            return update % ROUND_UPDATES == 0
-        return self.pending is None and time.monotonic() - self.completed_at >= ROUND_INTERVAL_S
-
-    def _post(self, model: torch.nn.Module, update: int, largest: float, staleness: int) -> None:
-        own = flatten(model, torch.empty(self.n_params, dtype=torch.float64, device=self.device))
-        total = own.clone()
-        scalars = torch.tensor([largest, float(staleness), self.distance], dtype=torch.float64, device=self.device)
-        try:
-            requests = (dist.all_reduce(total, async_op=True),
-                        dist.all_reduce(scalars, op=dist.ReduceOp.MAX, async_op=True))
-        except Exception as exc:  # noqa: BLE001 - the group is broken: the ring or the ranks' link says why
-            self._stop(exc)
-            return
-        self.pending = _Round(update, own, total, scalars, requests)
-
-    def _complete(self) -> bool:
-        return all(request.is_completed() for request in self.pending.requests)
-
-    def _collect(self) -> Consensus | None:
-        if self.pending is None or not self._complete():
-            return None
-        current, self.pending = self.pending, None
-        try:
-            for request in current.requests:
-                request.wait()
-        except Exception as exc:  # noqa: BLE001
-            self._stop(exc)
-            return None
-        self.distance = float(torch.linalg.vector_norm(current.own - current.total / self.members))
-        self.completed_at = time.monotonic()
-        largest, staleness, previous = current.scalars.tolist()
-        self.rounds += 1
-        self.last = Consensus(current.update, self.distance, largest, int(staleness), previous)
-        return self.last
-
-    def _stop(self, exc: Exception) -> None:
-        """A measurement, not the learning: a failed round ends the measuring, not the run."""
-        self.stopped = True
-        log.warning("gala %s: consensus round failed (%s); no more rounds (a learner ended or a rank is gone)",
-                    self.name, _first_line(exc))
 
 
 class RankGossip:
