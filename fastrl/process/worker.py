@@ -114,13 +114,13 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
     else:
         _shutdown(component)
     finally:
+        if os.getppid() != parent_pid:  # the main process was killed (-9): nobody else will free the memory;
+            buffers.arena.unlink(orphaned=True)  # first, so a failing close below cannot skip it (the name only)
         if component is not None:
             component.close()
         faulthandler.unregister(signal.SIGUSR1)
         stack_out.close()
         buffers.close()
-        if os.getppid() != parent_pid:  # the main process was killed (-9): nobody else will free the memory
-            buffers.arena.unlink(orphaned=True)  # the name only: workers still leaving keep their mapping
 
 
 def _report(channels: Channels, name: str, exc: BaseException, queue_timeout_s: float) -> None:
