@@ -213,6 +213,11 @@ class ModelConfig:
         "normalise observations per element by running mean and std, clipped to +-5 (sample-factory's "
         "normalize_input); the statistics are model buffers: published, checkpointed, resumed; built-in models only",
     )
+    lstm: int = _f(
+        0, "hidden size H of an LSTM core between the model's encoder and its heads (0: feed-forward); each env's "
+        "state is kept in the slots and the learner replays every rollout from its first state; built-in models only",
+        min=0, max=1 << 14,
+    )
 
 
 @dataclass
@@ -499,6 +504,11 @@ def validate(config: Config) -> None:
         raise ConfigError(
             f"algo.minibatches = {config.algo.minibatches} is more than the {engine.envs * engine.rollout} steps "
             f"of a storage (engine.envs x engine.rollout)"
+        )
+    if config.algo.name == "ppo" and config.model.lstm and config.algo.minibatches > engine.envs:
+        raise ConfigError(
+            f"algo.minibatches = {config.algo.minibatches} is more than engine.envs = {engine.envs}: with model.lstm "
+            f"a minibatch is whole envs' rollouts (replayed from their first state), so at most one per env"
         )
     if engine.mode == "gala":
         _validate_gala(config)

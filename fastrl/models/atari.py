@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from fastrl.models.heads import policy_head
+from fastrl.models.heads import HeadedPolicy
 from fastrl.models.mlp import check_policy_args, init_orthogonal
 from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer, obs_to_float
 
@@ -47,11 +47,12 @@ def _flat_size(cls_name: str, features: nn.Module, obs_shape: tuple[int, ...]) -
     return out[0].numel()
 
 
-class _ImagePolicy(nn.Module):
-    """``features`` (convolutions) -> flatten -> FC ``fc_size`` + ReLU -> policy and value heads."""
+class _ImagePolicy(HeadedPolicy):
+    """``features`` (convolutions) -> flatten -> FC ``fc_size`` + ReLU -> [LSTM ``lstm``] -> policy and value heads."""
 
     def __init__(self, obs_shape: tuple[int, ...], n_actions: int, features: nn.Module, fc_size: int,
-                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False):
+                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False,
+                 lstm: int = 0):
         super().__init__()
         self.obs_shape = obs_shape
         self.n_actions = n_actions
@@ -64,8 +65,7 @@ class _ImagePolicy(nn.Module):
             init_orthogonal(nn.Linear(flat, fc_size), _RELU_GAIN),
             nn.ReLU(inplace=True),
         )
-        self.policy_head = policy_head(fc_size, n_actions, gaussian, init_orthogonal)
-        self.value_head = init_orthogonal(nn.Linear(fc_size, 1), 1.0)
+        self._build_heads(fc_size, n_actions, gaussian, lstm, init_orthogonal)
         # channels-last: oneDNN's convolutions run 1.6x faster on it in fp32 and 1.2x in bf16 (models/precision.py)
         self.to(memory_format=torch.channels_last)
         self.bf16 = False  # set_precision("bf16"): the body under bfloat16 autocast, the heads in float32
@@ -76,16 +76,12 @@ class _ImagePolicy(nn.Module):
             raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
         self.bf16 = precision == "bf16"
 
-    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+    def encode(self, obs: Tensor) -> Tensor:
         obs = obs.contiguous(memory_format=torch.channels_last)
         x = obs_to_float(obs) if self.obs_normalizer is None else self.obs_normalizer(obs)
         with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             h = self.body(x)
-        h = h.float()
-        value = self.value_head(h).squeeze(-1)
-        if self.value_normalizer is not None:
-            value = self.value_normalizer(value)
-        return self.policy_head(h), value
+        return h.float()
 
 
 def _conv_stack(in_channels: int, specs: Sequence[tuple[int, int, int]]) -> nn.Sequential:
@@ -103,10 +99,10 @@ class NatureCNN(_ImagePolicy):
     FC 512, ReLU after each. Orthogonal init (gain sqrt(2); heads 0.01 and 1.0)."""
 
     def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False,
-                 normalize_value: bool = False, gaussian: bool = False):
+                 normalize_value: bool = False, gaussian: bool = False, lstm: int = 0):
         shape = _check_image_shape("NatureCNN", obs_shape, n_actions)
         features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (64, 3, 1)])
-        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian)
+        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm)
 
 
 class ShallowCNN(_ImagePolicy):
@@ -119,10 +115,10 @@ class ShallowCNN(_ImagePolicy):
     """
 
     def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False,
-                 normalize_value: bool = False, gaussian: bool = False):
+                 normalize_value: bool = False, gaussian: bool = False, lstm: int = 0):
         shape = _check_image_shape("ShallowCNN", obs_shape, n_actions)
         features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (32, 3, 1)])
-        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian)
+        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm)
 
 
 class _ResidualBlock(nn.Module):
@@ -149,7 +145,8 @@ class ImpalaResNet(_ImagePolicy):
     """
 
     def __init__(self, obs_shape: Sequence[int], n_actions: int, channels: Sequence[int] = (16, 32, 32),
-                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False):
+                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False,
+                 lstm: int = 0):
         shape = _check_image_shape("ImpalaResNet", obs_shape, n_actions)
         try:
             chans = [int(c) for c in channels]
@@ -168,5 +165,5 @@ class ImpalaResNet(_ImagePolicy):
             ]
             in_channels = out_channels
         layers.append(nn.ReLU(inplace=True))
-        super().__init__(shape, n_actions, nn.Sequential(*layers), 256, normalize_obs, normalize_value, gaussian)
+        super().__init__(shape, n_actions, nn.Sequential(*layers), 256, normalize_obs, normalize_value, gaussian, lstm)
         self.channels = tuple(chans)

@@ -7,8 +7,12 @@ model still returns one head tensor, which ``fastrl.models.distributions.Diagona
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor, nn
+
+from fastrl.models.recurrent import LSTMCore
 
 
 class GaussianHead(nn.Module):
@@ -33,3 +37,41 @@ def policy_head(width: int, head_size: int, gaussian: bool, init) -> nn.Module:
             raise ValueError(f"a Gaussian head has 2 D columns (means, log-stds), got {head_size}")
         return GaussianHead(width, head_size // 2)
     return init(nn.Linear(width, head_size), 0.01)
+
+
+class HeadedPolicy(nn.Module):
+    """What the built-in models share past their encoder: an optional LSTM core (``model.lstm``,
+    ``fastrl.models.recurrent``), then a policy head and a value head (``value_normalizer``: a model's
+    ``algo.normalize_returns`` statistics, or None). A subclass gives ``encode(obs) -> [B, W]`` and
+    calls ``_build_heads`` after its encoder, so the heads' initialisation draws come last.
+
+    ``forward(obs)`` -> ``(head, value)``; with a core, ``forward(obs, hidden)`` -> ``(head, value, hidden')``.
+    """
+
+    value_normalizer: nn.Module | None
+
+    def _build_heads(self, width: int, head_size: int, gaussian: bool, lstm: int, init: Callable) -> None:
+        self.core = LSTMCore(width, lstm) if lstm else None
+        width = lstm or width
+        self.policy_head = policy_head(width, head_size, gaussian, init)
+        self.value_head = init(nn.Linear(width, 1), 1.0)
+
+    @property
+    def hidden_size(self) -> int:
+        return 2 * self.core.size if self.core is not None else 0
+
+    def encode(self, obs: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def decode(self, h: Tensor) -> tuple[Tensor, Tensor]:
+        value = self.value_head(h).squeeze(-1)
+        if self.value_normalizer is not None:
+            value = self.value_normalizer(value)
+        return self.policy_head(h), value
+
+    def forward(self, obs: Tensor, hidden: Tensor | None = None):
+        h = self.encode(obs)
+        if self.core is None:
+            return self.decode(h)
+        h, hidden = self.core(h, hidden)
+        return (*self.decode(h), hidden)

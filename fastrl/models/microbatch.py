@@ -41,8 +41,11 @@ def _staging_buffer(micro_batch: int, row_shape: torch.Size, dtype: torch.dtype,
     return buf
 
 
-def forward_microbatched(model: nn.Module, obs: Tensor, micro_batch: int) -> tuple[Tensor, Tensor]:
-    """``model(obs)`` computed in chunks of exactly ``micro_batch`` rows: ``(logits [B, A], value [B])``.
+def forward_microbatched(model: nn.Module, obs: Tensor, micro_batch: int,
+                         hidden: Tensor | None = None) -> tuple[Tensor, ...]:
+    """``model(obs)`` computed in chunks of exactly ``micro_batch`` rows: ``(logits [B, A], value [B])``;
+    with ``hidden`` (a recurrent model's ``[B, 2H]`` states, ``fastrl.models.recurrent``) each chunk's
+    states are staged beside its observations and the new states come third.
 
     Meant for inference (call it under ``torch.no_grad()`` or ``torch.inference_mode()``); with
     grad enabled each chunk is cloned out of the staging buffer so autograd stays correct.
@@ -52,20 +55,18 @@ def forward_microbatched(model: nn.Module, obs: Tensor, micro_batch: int) -> tup
     if obs.dim() < 1:
         raise ValueError("forward_microbatched: obs must have a batch dimension")
     n = obs.shape[0]
-    buf = _staging_buffer(micro_batch, obs.shape[1:], obs.dtype, obs.device)
+    inputs = [obs] if hidden is None else [obs, hidden]
+    staged = [_staging_buffer(micro_batch, x.shape[1:], x.dtype, x.device) for x in inputs]
     clone = torch.is_grad_enabled()
-    logits_parts: list[Tensor] = []
-    value_parts: list[Tensor] = []
+    parts: list[tuple[Tensor, ...]] = []
     for start in range(0, max(n, 1), micro_batch):
         rows = min(micro_batch, n - start)
-        buf[:rows].copy_(obs[start:start + rows])
-        if rows < micro_batch:
-            buf[rows:].zero_()
-        logits, value = model(buf.clone() if clone else buf)
-        if rows < micro_batch:
-            logits, value = logits[:rows], value[:rows]
-        logits_parts.append(logits)
-        value_parts.append(value)
-    if len(logits_parts) == 1:
-        return logits_parts[0], value_parts[0]
-    return torch.cat(logits_parts), torch.cat(value_parts)
+        for buf, x in zip(staged, inputs):
+            buf[:rows].copy_(x[start:start + rows])
+            if rows < micro_batch:
+                buf[rows:].zero_()
+        out = model(*(buf.clone() if clone else buf for buf in staged))
+        parts.append(tuple(o[:rows] for o in out) if rows < micro_batch else tuple(out))
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(torch.cat(column) for column in zip(*parts))

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from torch import Tensor, nn
 
-from fastrl.models.heads import policy_head
+from fastrl.models.heads import HeadedPolicy
 from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer, obs_to_float
 
 
@@ -35,18 +35,19 @@ def check_policy_args(cls_name: str, obs_shape: Sequence[int], n_actions: int) -
     return shape
 
 
-class MLPPolicy(nn.Module):
+class MLPPolicy(HeadedPolicy):
     """Tanh MLP trunk shared by a policy head and a value head.
 
     Observations ``[B, *obs_shape]`` are flattened to ``[B, prod(obs_shape)]`` (uint8 ones are
     scaled by 1/255 first). Initialisation: orthogonal, gain sqrt(2) for the hidden layers,
     0.01 for the policy head, 1.0 for the value head, zero biases. ``hidden=()`` gives linear
     heads on the raw observation. ``gaussian``: ``n_actions`` = 2 D columns of a diagonal Gaussian
-    (Box actions: ``fastrl.models.heads.GaussianHead``) instead of logits.
+    (Box actions: ``fastrl.models.heads.GaussianHead``) instead of logits. ``lstm`` = H > 0: an LSTM
+    core of H units between the trunk and the heads (``fastrl.models.recurrent``).
     """
 
     def __init__(self, obs_shape: Sequence[int], n_actions: int, hidden: Sequence[int] = (64, 64),
-                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False):
+                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False, lstm: int = 0):
         super().__init__()
         self.obs_shape = check_policy_args("MLPPolicy", obs_shape, n_actions)
         self.n_actions = n_actions
@@ -65,13 +66,8 @@ class MLPPolicy(nn.Module):
             layers += [init_orthogonal(nn.Linear(width, h), math.sqrt(2)), nn.Tanh()]
             width = h
         self.trunk = nn.Sequential(*layers)
-        self.policy_head = policy_head(width, n_actions, gaussian, init_orthogonal)
-        self.value_head = init_orthogonal(nn.Linear(width, 1), 1.0)
+        self._build_heads(width, n_actions, gaussian, lstm, init_orthogonal)
 
-    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+    def encode(self, obs: Tensor) -> Tensor:
         x = obs_to_float(obs) if self.obs_normalizer is None else self.obs_normalizer(obs)
-        h = self.trunk(x.reshape(x.shape[0], -1))
-        value = self.value_head(h).squeeze(-1)
-        if self.value_normalizer is not None:
-            value = self.value_normalizer(value)
-        return self.policy_head(h), value
+        return self.trunk(x.reshape(x.shape[0], -1))

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
+from fastrl.models.recurrent import hidden_size
 from fastrl.models.mlp import MLPPolicy
 from fastrl.models.precision import PRECISIONS, resolve_precision
 from fastrl.models.uniform import UniformPolicy
@@ -57,6 +58,7 @@ def build_model(
     device: torch.device | str = "cpu",
     normalize_value: bool = False,
     gaussian: bool = False,
+    lstm: int = 0,
 ) -> nn.Module:
     """The policy called ``name`` for observations of ``obs_shape``/``obs_dtype`` and a policy head
     of ``n_actions`` columns: the number of discrete actions, side-by-side logits of a MultiDiscrete
@@ -75,6 +77,7 @@ def build_model(
     their value head predicts returns in units of running return statistics (``algo.normalize_returns``).
     ``gaussian``: the built-in models end in ``fastrl.models.heads.GaussianHead`` (state-independent
     log-std); a custom model returns its own ``[B, 2 D]`` head; ``"random"`` gives N(0, 1).
+    ``lstm`` = H > 0: the built-in models get an LSTM core of H units (``fastrl.models.recurrent``).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string ({_allowed()}), got {name!r}")
@@ -88,6 +91,10 @@ def build_model(
     kw = dict(kwargs or {})
     builtin_kw = {key: True for key, on in (("normalize_obs", normalize_obs), ("normalize_value", normalize_value)) if on}
     head_kw = {"gaussian": True} if gaussian else {}  # only the built-in heads need telling
+    if isinstance(lstm, bool) or not isinstance(lstm, (int, np.integer)) or lstm < 0:
+        raise ValueError(f"model {name!r}: lstm must be an int >= 0 (0: feed-forward), got {lstm!r}")
+    if lstm:
+        head_kw["lstm"] = int(lstm)
 
     resolved = name
     if name == "auto":
@@ -98,6 +105,9 @@ def build_model(
     elif builtin_kw and resolved not in _IMAGE_MODELS:
         raise ValueError(f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'nature', "
                          f"'shallow' and 'impala'; model {name!r} must normalise its own observations and values")
+    elif lstm and resolved not in _IMAGE_MODELS:
+        raise ValueError(f"model.lstm is for the built-in 'mlp', 'nature', 'shallow' and 'impala'; model {name!r} "
+                         f"is feed-forward: set model.lstm = 0")
     elif resolved == "random":
         model = UniformPolicy(shape, n_actions)
     elif resolved in _IMAGE_MODELS:
@@ -200,11 +210,13 @@ def _check_interface(name: str, model: nn.Module, shape: tuple[int, ...], dtype:
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     obs = torch.zeros((2, *shape), dtype=dtype, device=device)
+    recurrent = hidden_size(model)
     modes = [(m, m.training) for m in model.modules()]
     model.eval()
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            out = model(obs)
+            out = model(obs, torch.zeros((2, recurrent), device=device)) if recurrent else model(obs)
+            out = out[:2] if recurrent else out  # the state's shape is the core's own
     except Exception as e:
         raise ValueError(f"model {name!r}: forward failed on a dummy batch {tuple(obs.shape)} "
                          f"{dtype}: {type(e).__name__}: {e}") from e
