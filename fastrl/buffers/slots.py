@@ -35,6 +35,10 @@ STEP_FIELDS = {
 # with the very parameters it values row T with (which in hts PPO and IMPALA are not the actor's).
 OBS_FIELDS = ("obs", "final_obs")
 
+# A recurrent policy's state (``model.lstm``, fastrl.models.recurrent): hidden[t] is what the policy
+# reads at row t, float32 of the core's width; only runs with an LSTM have the field.
+HIDDEN_FIELD = "hidden"
+
 
 @dataclass(frozen=True)
 class SlotShape:
@@ -44,13 +48,15 @@ class SlotShape:
     obs_dtype: str
     action_shape: tuple[int, ...] = ()  # per row, of ``action`` and ``u`` (fastrl.envs.actions.ActionSpec.slot_shape)
     action_dtype: str = "int64"
+    hidden_size: int = 0  # a recurrent policy's state row (2 H); 0: no ``hidden`` field
 
     def arrays(self) -> list[tuple[str, tuple[int, ...], str]]:
         rows = (self.slots, self.steps + 1)
+        hidden = [(HIDDEN_FIELD, rows + (self.hidden_size,), "float32")] if self.hidden_size else []
         return [(name, rows + tuple(self.obs_shape), self.obs_dtype) for name in OBS_FIELDS] + [
             (name, rows + self._per_row(name), self.action_dtype if name == "action" else dtype)
             for name, dtype in STEP_FIELDS.items()
-        ]
+        ] + hidden
 
     def _per_row(self, name: str) -> tuple[int, ...]:
         return tuple(self.action_shape) if name in ("action", "u") else ()
@@ -60,7 +66,7 @@ class TrajectorySlots:
     def __init__(self, arrays: dict[str, np.ndarray], shape: SlotShape):
         self.shape = shape
         self.steps = shape.steps
-        self.fields = {name: arrays[name] for name in [*OBS_FIELDS, *STEP_FIELDS]}
+        self.fields = {name: arrays[name] for name, _, _ in shape.arrays()}
         n_rows = shape.slots * (shape.steps + 1)
         # Flat [rows, ...] views of the same memory: one fancy-index gathers a whole batch.
         self.rows = {name: a.reshape((n_rows,) + a.shape[2:]) for name, a in self.fields.items()}

@@ -94,7 +94,7 @@ def plan_run(config: Config) -> RunPlan:
     mode = mode_of(config)
     slots = mode.slot_count(engine.envs, config.algo.batch_slots)
     shape = SlotShape(slots, engine.rollout, info.obs_shape, info.obs_dtype, info.action.slot_shape,
-                      info.action.slot_dtype)
+                      info.action.slot_dtype, hidden_size=2 * config.model.lstm)
     ids = WorkerIds(engine.executors, engine.actors, engine.learners)
     plan = BufferPlan(shape, n_params, engine.learners, ids.total, mode.weight_slots, engine.mode == "gala")
     try:

@@ -60,6 +60,11 @@ class Actor:
         pinned = self.device.type == "cuda"
         obs_dtype = torch.from_numpy(np.zeros(0, spec.env_info.obs_dtype)).dtype
         self.obs_batch = torch.empty((self.served, *spec.env_info.obs_shape), dtype=obs_dtype, pin_memory=pinned)
+        # a recurrent policy (model.lstm): each row's state is read from the slot beside its observation and
+        # the next is written to the row after it (fastrl.models.recurrent), so it lives in the buffer, not here
+        self.hidden = rows.get("hidden")
+        self.hidden_batch = None if self.hidden is None else torch.empty((self.served, self.hidden.shape[1]),
+                                                                         pin_memory=pinned)
         self.pending: list[list[int]] = [[] for _ in range(sets)]  # requests by weight set
         self.constant: list[tuple | None] = [None] * sets  # (version, logits, value) of an obs-blind policy
         self.zero_micro_batch: torch.Tensor | None = None  # its input, made on first use
@@ -69,7 +74,9 @@ class Actor:
     @torch.inference_mode()
     def _warm_up(self) -> None:
         """Run the forward and the sampler once so the first real batch pays no JIT or lazy-init cost."""
-        logits, value = forward_microbatched(self.model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch)
+        hidden = None if self.hidden_batch is None else self.hidden_batch[:1].zero_().to(self.device)
+        logits, value = forward_microbatched(self.model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch,
+                                             hidden)[:2]
         scratch = {name: np.zeros((1, *column.shape[1:]), column.dtype) for name, column in
                    (("u", self.u), ("action", self.action), ("logp", self.logp), ("value", self.value),
                     ("stamp", self.stamp))}
@@ -139,7 +146,14 @@ class Actor:
     def _forward(self, model: torch.nn.Module, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         obs = self.obs_batch[: len(rows)]
         np.take(self.obs, rows, axis=0, out=obs.numpy())
-        logits, value = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch)
+        if self.hidden is None:
+            logits, value = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch)
+            return logits.float().cpu().numpy(), value.float().cpu().numpy()
+        hidden = self.hidden_batch[: len(rows)]
+        np.take(self.hidden, rows, axis=0, out=hidden.numpy())
+        logits, value, after = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch,
+                                                    hidden.to(self.device, non_blocking=True))
+        self.hidden[rows + 1] = after.float().cpu().numpy()  # row t + 1 of the same slot: the actor never acts on row T
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
     def _constant_outputs(self, weights: int, version: int, n: int) -> tuple[np.ndarray, np.ndarray]:

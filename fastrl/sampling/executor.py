@@ -85,6 +85,9 @@ class Executor:
         # uniforms from the env's stream (one per dimension) and the slot's action row handed to the adapter
         self.scalar_actions = spec.env_info.action.slot_shape == ()
         self.final_obs = rows["final_obs"]  # written only at truncations (see fastrl.buffers.slots)
+        # a recurrent policy's state per row (model.lstm): the actor writes row t + 1 as it acts on row t; the
+        # executor zeroes it where an episode starts and carries it across slots like the observation
+        self.hidden = rows.get("hidden")
         self.worker = WorkerIds(engine.executors, engine.actors, engine.learners).executor(index)
         self.name = f"executor-{index}"
         self.control = buffers.control
@@ -107,6 +110,7 @@ class Executor:
         self.waiting: list[int] = []
         self.fresh = [True] * n
         self.last_obs = np.zeros((n, *spec.env_info.obs_shape), spec.env_info.obs_dtype) if self.queued else None
+        self.last_hidden = np.zeros((n, self.hidden.shape[1]), np.float32) if self.queued and self.hidden is not None else None
         self.rngs, self.restored = self._streams_and_states()
 
     def _streams_and_states(self) -> tuple[list[np.random.Generator], dict[int, dict]]:
@@ -225,7 +229,7 @@ class Executor:
         if rollout == self.first_rollout:
             self._begin(i, row)
         else:
-            self.obs[row] = self.obs[self.row[i]]  # last observation of the previous rollout
+            self._carry(row, self.row[i])  # the last observation (and state) of the previous rollout
         self.t[i] = 0
         self.env_rollout[i] = rollout
         self._announce(i, row, requests)
@@ -249,6 +253,8 @@ class Executor:
                 self._begin(i, row)
             else:
                 self.obs[row] = self.last_obs[i]
+                if self.hidden is not None:
+                    self.hidden[row] = self.last_hidden[i]
             self.t[i] = 0
             self._announce(i, row, requests)
         if own:
@@ -264,6 +270,14 @@ class Executor:
         self.episode_return[i] = float(state["episode_return"])
         self.episode_length[i] = int(state["episode_length"])
         self.obs[row] = state["obs"]
+        if self.hidden is not None:
+            self.hidden[row] = state["hidden"]
+
+    def _carry(self, row: int, last: int) -> None:
+        """Row 0 of an env's next slot goes on from row T of its last: the observation, and a recurrent state."""
+        self.obs[row] = self.obs[last]
+        if self.hidden is not None:
+            self.hidden[row] = self.hidden[last]
 
     def _reset_seed(self, i: int) -> int:
         return int(self.rngs[i].integers(RESET_SEED_BOUND))
@@ -294,6 +308,8 @@ class Executor:
             self.row[i] = row + 1
             if self.queued:  # the slot goes to the learner; the env waits for a free one
                 self.last_obs[i] = self.obs[row + 1]
+                if self.hidden is not None:
+                    self.last_hidden[i] = self.hidden[row + 1]
                 finished.append((row + 1) // (self.steps + 1))
                 self.waiting.append(i)
             else:
@@ -331,6 +347,9 @@ class Executor:
         return result
 
     def _reset(self, i: int, row: int) -> None:
+        """A new episode's first observation into ``row``; a recurrent policy starts it from a zero state."""
+        if self.hidden is not None:
+            self.hidden[row] = 0.0
         attempts = RESET_ATTEMPTS if self.spec.config.env.on_error == "reset" else 1
         for attempt in range(1, attempts + 1):
             self._mark(_RESET, i, -1)
@@ -390,6 +409,7 @@ class Executor:
             "episode_return": float(self.episode_return[i]),
             "episode_length": int(self.episode_length[i]),
             "obs": self.obs[self.row[i]].copy(),
+            **({"hidden": self.hidden[self.row[i]].copy()} if self.hidden is not None else {}),
         }
 
     def shutdown(self) -> None:
