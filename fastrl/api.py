@@ -24,7 +24,9 @@ def resolve_config(config: Config | dict | str | Path | None = None, overrides: 
 def load_policy(target: str | Path, params: str | int = "auto"):
     """The trained policy of a run: a ``torch.nn.Module`` in eval mode whose ``forward(obs)`` gives
     ``(logits [B, n_actions], value [B])`` for a batch of observations shaped as the env gives them
-    (for a Box action space the head is ``[B, 2 D]``: D means, then D log-stds).
+    (for a Box action space the head is ``[B, 2 D]``: D means, then D log-stds). A recurrent policy
+    (``model.lstm = H``, its ``hidden_size`` 2 H) takes and returns each env's state too:
+    ``forward(obs, hidden [B, 2H])`` -> ``(logits, value, hidden')``; start an episode from zeros.
 
     Built from the checkpoint's own config with its parameters, resolved as ``fastrl eval``
     resolves them: ``target`` is a run directory, its ``checkpoints/`` folder or a checkpoint

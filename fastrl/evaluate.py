@@ -296,12 +296,14 @@ def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: i
     import torch
 
     from fastrl.models.distributions import distribution_for
+    from fastrl.models.recurrent import hidden_size
 
     distribution = distribution_for(info.action)  # as the actors sample, from one uniform per action dimension
     reset_stream, action_stream = np.random.SeedSequence(seed).spawn(2)
     reset_rng, action_rng = np.random.default_rng(reset_stream), np.random.default_rng(action_stream)
     obs = np.zeros((2, *info.obs_shape), info.obs_dtype)  # current and next: step(action, prev, out)
     batch = torch.from_numpy(obs)
+    recurrent = hidden_size(model)  # a recurrent policy carries its state through the episode, from zeros
     limit = math.inf if max_steps is None else max_steps
     returns: list[float] = []
     lengths: list[int] = []
@@ -312,8 +314,12 @@ def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: i
             if record is not None:
                 record()
             current, total, length, over = 0, 0.0, 0, False
+            hidden = torch.zeros((1, recurrent))
             while not over and length < limit:
-                head, _ = model(batch[current : current + 1])
+                if recurrent:
+                    head, _, hidden = model(batch[current : current + 1], hidden)
+                else:
+                    head, _ = model(batch[current : current + 1])
                 action = _action(distribution, head, greedy, action_rng)
                 _, raw, _, over = env.step(action, obs[current], obs[1 - current])
                 if record is not None:

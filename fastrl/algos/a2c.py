@@ -15,6 +15,7 @@ from csrc_free_kernels.returns import nstep_returns
 from fastrl.algos.time_limits import final_values
 from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
+from fastrl.models.recurrent import hidden_size, unroll
 
 
 @dataclass
@@ -24,11 +25,16 @@ class LossStats:
     entropy: float
 
 
-def forward_storage(model: torch.nn.Module, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Forward all N*(T+1) observations at once -> heads [N, T+1, H], values [N, T+1]."""
+def forward_storage(model: torch.nn.Module, obs: torch.Tensor, storage: dict[str, np.ndarray],
+                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Forward all N*(T+1) observations at once -> heads [N, T+1, H], values [N, T+1], and for a recurrent
+    model the states after each row [N, T+1, 2H] (replayed from the storage's first states; else None)."""
     n, t1 = obs.shape[:2]
+    if hidden_size(model):
+        return unroll(model, obs, torch.from_numpy(storage["hidden"][:, 0]).to(device),
+                      torch.from_numpy(storage["done"]).to(device))
     logits, values = model(obs.reshape(n * t1, *obs.shape[2:]))
-    return logits.reshape(n, t1, -1), values.reshape(n, t1)
+    return logits.reshape(n, t1, -1), values.reshape(n, t1), None
 
 
 def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoConfig, device: torch.device,
@@ -37,10 +43,10 @@ def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoC
     steps = storage["action"].shape[1] - 1
     obs = torch.from_numpy(storage["obs"]).to(device)
     actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
-    logits, values = forward_storage(model, obs)
+    logits, values, after = forward_storage(model, obs, storage, device)
     bootstrap = values[:, steps].detach().float().cpu().numpy()
     returns = nstep_returns(storage["reward"][:, :steps], storage["done"][:, :steps], bootstrap, algo.gamma,
-                            final_values=final_values(model, storage, device))
+                            final_values=final_values(model, storage, device, after))
     returns = torch.from_numpy(returns).to(device)
     chosen, entropies = distribution.log_prob_entropy(logits[:, :steps], actions)
     advantages = returns - values[:, :steps]

@@ -40,9 +40,9 @@ def impala_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: Al
     steps = storage["action"].shape[1] - 1
     obs = torch.from_numpy(storage["obs"]).to(device)
     actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
-    logits, values = forward_storage(model, obs)
+    logits, values, after = forward_storage(model, obs, storage, device)
     chosen, entropies = distribution.log_prob_entropy(logits[:, :steps], actions)
-    ends = final_values(model, storage, device)  # V of truncated episodes' final observations, same θ
+    ends = final_values(model, storage, device, after)  # V of truncated episodes' final observations, same θ
     vs, advantages = _vtrace(storage, chosen.detach(), values.detach(), ends, algo, device)
     policy_loss = -(advantages * chosen).mean()
     value_loss = (vs - values[:, :steps]).pow(2).mean()

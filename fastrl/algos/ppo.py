@@ -38,13 +38,15 @@ class PPOStats:
 def ppo_loss(model: torch.nn.Module, batch: PPOBatch, clip: float, value_clip: float, value_coef: float,
              entropy_coef: float, normalize_advantages: bool = True,
              value_scale: float = 1.0,
-             distribution: ActionDistribution = CATEGORICAL) -> tuple[torch.Tensor, PPOStats]:
+             distribution: ActionDistribution = CATEGORICAL,
+             outputs: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, PPOStats]:
     """Clipped surrogate + (optionally clipped) value loss - entropy bonus; ``value_clip`` 0 disables it.
 
     ``value_scale``: the running std of the returns when the model normalises them; value errors
     and the value clip range are measured in units of it (1: in returns). ``distribution`` reads the head
-    (``fastrl.models.distributions``: logits, MultiDiscrete, Gaussian)."""
-    logits, values = model(batch.obs)
+    (``fastrl.models.distributions``: logits, MultiDiscrete, Gaussian). ``outputs``: the batch's (head, value)
+    rows already computed (a recurrent model replays whole sequences: ``fastrl.models.recurrent.unroll``)."""
+    logits, values = model(batch.obs) if outputs is None else outputs
     logp, entropies = distribution.log_prob_entropy(logits, batch.actions)
     advantages = batch.advantages
     if normalize_advantages and advantages.numel() > 1:

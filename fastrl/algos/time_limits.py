@@ -26,14 +26,18 @@ from csrc_free_kernels.step_end import TRUNCATED
 
 
 @torch.no_grad()
-def final_values(model: torch.nn.Module, storage: dict[str, np.ndarray], device: torch.device) -> np.ndarray:
-    """float32 [N, T]: V(final_obs) at the TRUNCATED steps of a ``[N, T + 1, ...]`` storage, 0 elsewhere."""
+def final_values(model: torch.nn.Module, storage: dict[str, np.ndarray], device: torch.device,
+                 after: torch.Tensor | None = None) -> np.ndarray:
+    """float32 [N, T]: V(final_obs) at the TRUNCATED steps of a ``[N, T + 1, ...]`` storage, 0 elsewhere.
+    ``after``: a recurrent model's states after each row (``fastrl.models.recurrent.unroll``); the final
+    observation of step t is read with the state after row t, as the episode would have gone on."""
     steps = storage["action"].shape[1] - 1
     dones = storage["done"][:, :steps]
     values = np.zeros(dones.shape, np.float32)
     where = np.nonzero(dones == TRUNCATED)
     if where[0].size:
         obs = torch.from_numpy(storage["final_obs"][where]).to(device)  # the few truncated rows, copied
-        _, value = model(obs)
+        rows = tuple(torch.from_numpy(w).to(device) for w in where)
+        _, value = model(obs) if after is None else model(obs, after[rows].detach())[:2]
         values[where] = value.float().cpu().numpy().reshape(-1)
     return values

@@ -22,7 +22,8 @@ The rules:
 - ``PPO``         epochs of clipped-surrogate minibatches. Lag 0 (sync): on D(θ_j) from θ_j. Lag 1
                   (hts): the epochs on D(θ_j) start from θ_{j+1}, the parameters the envs act with
                   next, in a ``trainee``; ``advance`` hands over the trainee's parameters (the
-                  clipped ratio absorbs the lag).
+                  clipped ratio absorbs the lag). A recurrent model (``model.lstm``) draws its
+                  minibatches by env, whole rollouts replayed from their first state.
 - ``Impala``      async: one V-trace step per gathered batch of full slots (it corrects the lag).
 - ``Collect``     no learning (benchmarks): same barriers and versions.
 
@@ -48,6 +49,7 @@ from fastrl.buffers.control import Stat
 from fastrl.config import AlgoConfig
 from fastrl.models.distributions import ActionDistribution, distribution_for
 from fastrl.models.normalizer import observe_observations, observe_returns, observed_rows
+from fastrl.models.recurrent import hidden_size, unroll
 from fastrl.errors import NonFiniteError
 from fastrl.learning.cohort import Solo
 
@@ -203,8 +205,12 @@ class PPO(UpdateRule):
         zeros = torch.zeros(rows("reward").shape, device=self.device)
         batch = PPOBatch(rows("obs"), rows("action"), rows("logp"), zeros, zeros, zeros)
         algo = self.algo
+        outputs = None
+        if hidden_size(self.trainee):
+            sequences = Sequences.of(storage, self.device)
+            outputs = sequences.replay(self.trainee, np.arange(len(sequences.hidden0)))
         loss, _ = ppo_loss(self.trainee, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
-                           algo.normalize_advantages, distribution=self.distribution)
+                           algo.normalize_advantages, distribution=self.distribution, outputs=outputs)
         loss.backward()
         self.trainee.zero_grad(set_to_none=True)
 
@@ -225,22 +231,25 @@ class PPO(UpdateRule):
         """``algo.epochs`` passes of minibatch steps on the trainee; its mean loss terms and last gradient norm."""
         algo, net = self.algo, self.trainee
         data = self._flatten(storage)
+        sequences = Sequences.of(storage, self.device) if hidden_size(net) else None
         value_scale = observe_returns(net, data.returns, self.cohort.moments)  # algo.normalize_returns (1.0 without)
         count = data.actions.shape[0]
         first, total = self.cohort.rows(count)  # minibatches are drawn over every rank's rows
         advantages = self.cohort.gather(data.advantages)
         rng = np.random.default_rng([self.seed, PPO_STREAM, rollout])  # never from timing
+        length = storage["action"].shape[1] - 1 if sequences is not None else 1  # rows drawn together: an env's
         totals, norm, steps = np.zeros(5), 0.0, 0
         for _ in range(algo.epochs):
-            for index in minibatch_indices(total, algo.minibatches, rng):
+            for index in _whole(minibatch_indices(total // length, algo.minibatches, rng), length):
                 mine = index[(index >= first) & (index < first + count)] - first  # the rows this rank holds
                 if len(mine) == 0:  # none this time: the other ranks' gradients still need this rank's zeros
                     norm = self.step(net, [torch.zeros_like(p) for p in net.parameters()])
                     continue
                 batch = self._minibatch(data, mine, advantages[torch.from_numpy(index).to(self.device)])
                 net.zero_grad(set_to_none=True)
+                outputs = None if sequences is None else sequences.replay(net, mine[::length] // length)
                 loss, stats = ppo_loss(net, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
-                                       False, value_scale, self.distribution)
+                                       False, value_scale, self.distribution, outputs)
                 _checked(rollout, stats.policy_loss, stats.value_loss, stats.entropy)
                 # weighted by this rank's share of the minibatch: the ranks' mean gradient is the whole minibatch's
                 (loss * (len(mine) * self.cohort.ranks / len(index))).backward()
@@ -268,11 +277,17 @@ class PPO(UpdateRule):
         steps = storage["action"].shape[1] - 1
         obs = torch.from_numpy(storage["obs"]).to(device)
         acted = storage["value"][:, :steps]
-        _, bootstrap = self.trainee(obs[:, steps])
+        after = None
+        if hidden_size(self.trainee):  # the state at row T and after each truncation: the whole rollout replayed
+            _, values, after = unroll(self.trainee, obs, torch.from_numpy(storage["hidden"][:, 0]).to(device),
+                                      torch.from_numpy(storage["done"]).to(device))
+            bootstrap = values[:, steps]
+        else:
+            _, bootstrap = self.trainee(obs[:, steps])
         advantages = gae(storage["reward"][:, :steps], storage["done"][:, :steps],
                          np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
                          algo.gamma, algo.gae_lambda,
-                         final_values=final_values(self.trainee, storage, device))  # time limits
+                         final_values=final_values(self.trainee, storage, device, after))  # time limits
         advantages = torch.from_numpy(advantages).to(device)
         values = torch.from_numpy(np.ascontiguousarray(acted, dtype=np.float32)).to(device)
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
@@ -294,6 +309,35 @@ class PPO(UpdateRule):
         trainee = state.get("trainee")
         self.pending = trainee is not None
         self.trainee.load_state_dict(trainee if trainee is not None else self.model.state_dict())
+
+
+@dataclass(frozen=True)
+class Sequences:
+    """A recurrent model's view of a storage for PPO: each env's T rows, the state it began the rollout
+    with, and how each step ended (where the state resets)."""
+
+    obs: torch.Tensor  # [N, T, ...]
+    hidden0: torch.Tensor  # [N, 2H]
+    done: torch.Tensor  # [N, T]
+
+    @classmethod
+    def of(cls, storage: dict[str, np.ndarray], device: torch.device) -> "Sequences":
+        steps = storage["action"].shape[1] - 1
+        take = lambda key: torch.from_numpy(storage[key][:, :steps]).to(device)  # noqa: E731
+        return cls(take("obs"), torch.from_numpy(storage["hidden"][:, 0]).to(device), take("done"))
+
+    def replay(self, net: torch.nn.Module, envs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """(head, value) of these envs' rows, env-major: the order of ``_whole``'s row indices."""
+        index = torch.from_numpy(np.asarray(envs, np.int64)).to(self.hidden0.device)
+        head, value, _ = unroll(net, self.obs[index], self.hidden0[index], self.done[index])
+        return head.flatten(0, 1), value.flatten(0, 1)
+
+
+def _whole(groups: list[np.ndarray], length: int) -> list[np.ndarray]:
+    """Minibatches of groups (envs) as row indices of the env-major flat rows: all ``length`` rows of each."""
+    if length == 1:
+        return groups
+    return [(group[:, None] * length + np.arange(length)).ravel() for group in groups]
 
 
 def make_rule(algorithm: str, lag: int | None, *given, distribution: ActionDistribution | None = None) -> UpdateRule:
