@@ -199,8 +199,8 @@ class GalaConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = _f("auto", "'auto', 'mlp', 'nature', 'shallow', 'impala', 'random' (uniform) or 'package.module:factory'")
-    hidden: list[int] = _f([64, 64], "hidden layer sizes of the mlp", item_range=(1, 1 << 16))
+    name: str = _f("auto", "'auto', 'mlp', 'nature', 'shallow', 'impala', 'multi' (Dict observations with an image), 'random' (uniform) or 'package.module:factory'")
+    hidden: list[int] = _f([64, 64], "hidden layer sizes of the mlp (and of multi's vector part)", item_range=(1, 1 << 16))
     kwargs: dict = _f({}, "keyword arguments for a custom model factory")
     precision: str = _f(
         "auto",

@@ -136,7 +136,7 @@ def test_valid_small_configs_run(tmp_path, overrides):
     "env_id, message",
     [
         ("tests.faulty_envs:tuple_actions", "action space Tuple(Discrete(2), Discrete(2)) is not supported"),
-        ("FrozenLake-v1", "observation space Discrete(16) is not supported; use a Box observation space"),
+        ("FrozenLake-v1", "observation space Discrete(16) is not supported; use a Box or a Dict of Boxes"),
         ("tests.nope:make", "cannot import module 'tests.nope'"),
         ("tests.faulty_envs:nope", "module 'tests.faulty_envs' has no attribute 'nope' and registers no gymnasium id"),
         ("tests.faulty_envs:not_an_env", "the factory returned object, not a gymnasium.Env"),

@@ -131,3 +131,14 @@ def test_lstm_configs_that_cannot_work_are_named(tmp_path):
     with pytest.raises(ConfigError, match=r"model.lstm"):
         _train(tmp_path, "negative", "model.lstm=-1")
     assert not any((tmp_path / name).exists() for name in ("random", "ppo", "negative"))
+
+
+def test_the_multi_input_model_takes_an_lstm_too(tmp_path):
+    """An image + vector Dict (one packed row) with model.lstm: trained in sync, serial equals processes."""
+    small = ["model.name='multi'", "model.kwargs={cnn='impala', channels=[8]}", "model.lstm=8", "algo.name='a2c'",
+             "run.total_frames=400"]
+    env = "tests.dict_envs:image_vector"
+    _, serial = _train(tmp_path, "serial", *small, "engine.serial=true", env=env)
+    _, processes = _train(tmp_path, "processes", *small, "engine.executors=2", "engine.actors=2", env=env)
+    model = load_checkpoint(serial)["model"]
+    assert "core.cell.weight_ih" in model and _identical(model, load_checkpoint(processes)["model"])

@@ -146,6 +146,7 @@ class AtariEnv:
         self.action_spec = ActionSpec.discrete(self.n_actions)
         self.obs_shape = (config.stack, config.size, config.size)
         self.obs_dtype = np.dtype(np.uint8)
+        self.obs_layout = None  # a Box of frames, not a Dict
         self.frames_per_step = config.frame_skip
 
         height, width = ale.getScreenDims()

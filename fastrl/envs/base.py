@@ -12,11 +12,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from fastrl.envs.actions import ActionSpec
+from fastrl.envs.obs_layout import ObsLayout
 
 
 class EnvAdapter(Protocol):
     obs_shape: tuple[int, ...]
     obs_dtype: np.dtype
+    obs_layout: ObsLayout | None  # a Dict observation's parts in its row (obs_shape/obs_dtype are the row's); None: a Box
     action_spec: ActionSpec  # the kind of action, how many u per step, the slot's action layout
     n_actions: int  # columns of the policy head (``action_spec.head_size``; the number of actions if Discrete)
     frames_per_step: int  # emulator frames per agent step, for frame counting

@@ -3,7 +3,8 @@
 A user's env is checked against its declared spaces: fully once at start (``probe``, before
 any worker exists), cheaply on every step (shape, a float observation never truncated into an
 integer buffer, finite values, a scalar finite reward). A violation is an ``EnvOutputError``;
-the executor adds which env, step and action it was.
+the executor adds which env, step and action it was. A Dict observation is written part by part
+into one row (``fastrl.envs.obs_layout``), each part checked as a Box observation is.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import numpy as np
 
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.envs.actions import BOX, DISCRETE, ActionSpec, UnsupportedEnvError, action_spec_of
+from fastrl.envs.obs_layout import ObsLayout, obs_layout_of, value_at
 
 log = logging.getLogger(__name__)
-__all__ = ["EnvOutputError", "GymEnv", "UnsupportedEnvError", "check_spaces"]
+__all__ = ["EnvOutputError", "GymEnv", "UnsupportedEnvError", "check_spaces", "observation_spec"]
 
 
 class EnvOutputError(ValueError):
@@ -27,19 +29,26 @@ class EnvOutputError(ValueError):
 
 def check_spaces(env_id: str, env: gym.Env) -> tuple[tuple[int, ...], np.dtype, ActionSpec]:
     """-> (obs_shape, obs_dtype, action spec) or a clear error naming a space fastrl cannot learn on."""
-    obs_space = env.observation_space
-    action = action_spec_of(env_id, env.action_space)  # Discrete, MultiDiscrete or a float Box
+    shape, dtype, _ = observation_spec(env_id, env.observation_space)
+    return shape, dtype, action_spec_of(env_id, env.action_space)  # Discrete, MultiDiscrete or a float Box
+
+
+def observation_spec(env_id: str, obs_space) -> tuple[tuple[int, ...], np.dtype, ObsLayout | None]:
+    """-> (the slot row's shape, its dtype, the Dict layout or None for a Box)."""
+    if isinstance(obs_space, gym.spaces.Dict):
+        layout = obs_layout_of(env_id, obs_space)
+        return layout.row_shape, layout.row_dtype, layout
     if not isinstance(obs_space, gym.spaces.Box):
         raise UnsupportedEnvError(
-            f"env {env_id!r}: observation space {obs_space} is not supported; use a Box observation space "
-            "(wrap Discrete/Dict observations, e.g. with gymnasium.wrappers.FlattenObservation)"
+            f"env {env_id!r}: observation space {obs_space} is not supported; use a Box or a Dict of Boxes "
+            "(wrap other observations, e.g. with gymnasium.wrappers.FlattenObservation)"
         )
     dtype = np.dtype(obs_space.dtype)
     if dtype not in (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64)):
         raise UnsupportedEnvError(f"env {env_id!r}: observation dtype {dtype} is not supported (uint8, float32)")
     if dtype == np.float64:
         dtype = np.dtype(np.float32)  # stored and learned in float32
-    return tuple(obs_space.shape), dtype, action
+    return tuple(obs_space.shape), dtype, None
 
 
 class GymEnv:
@@ -48,13 +57,16 @@ class GymEnv:
     def __init__(self, env_id: str, env: gym.Env):
         self.env_id = env_id
         self.env = env
-        self.obs_shape, self.obs_dtype, self.action_spec = check_spaces(env_id, env)
+        self.obs_shape, self.obs_dtype, self.obs_layout = observation_spec(env_id, env.observation_space)
+        self.action_spec = action_spec_of(env_id, env.action_space)
         self.n_actions = self.action_spec.head_size
         self._to_env = self._action_converter(env.action_space)
         self.float_obs = self.obs_dtype.kind == "f"
         # small flat observations: a Python loop beats numpy's per-call overhead (0.4 vs 2 us for 4 floats)
         self.small_obs = len(self.obs_shape) == 1 and self.obs_shape[0] <= 64
         self.seen_dtype: np.dtype | None = None
+        # a Dict observation goes part by part into its row, each part checked as a Box one is
+        self._write = self._write_box if self.obs_layout is None else _DictWriter(self.obs_layout).write
 
     def _action_converter(self, space):
         """fastrl's stored action (an int, or a flat row of the slot) -> what ``env.step`` takes."""
@@ -71,7 +83,7 @@ class GymEnv:
 
     # ---------------------------------------------------------------- checks
 
-    def _write(self, obs, out: np.ndarray) -> None:
+    def _write_box(self, obs, out: np.ndarray) -> None:
         """The cheap per-step check, then the copy into the trajectory row."""
         if type(obs) is not np.ndarray:
             obs = np.asarray(obs)
@@ -122,6 +134,11 @@ class GymEnv:
 
     def _check_declared(self, obs, where: str) -> None:
         space = self.env.observation_space
+        if self.obs_layout is not None:
+            if not space.contains(obs):
+                log.warning("env %r: %s returned an observation its Dict space does not contain (keys, dtypes or "
+                            "bounds)", self.env_id, where)
+            return
         obs = np.asarray(obs)
         if obs.dtype != space.dtype:
             log.warning("env %r: %s returned dtype %s, its space declares %s", self.env_id, where, obs.dtype, space.dtype)
@@ -152,6 +169,40 @@ class GymEnv:
 
     def close(self) -> None:
         self.env.close()
+
+
+class _DictWriter:
+    """The per-step check and copy of a Dict observation: each part's shape, a float never truncated
+    into the uint8 image, finite vector values; an error names the part."""
+
+    def __init__(self, layout: ObsLayout):
+        self.layout = layout
+        self.seen_dtypes: dict[tuple[str, ...], np.dtype] = {}  # part -> the dtype already checked
+
+    def write(self, obs, out: np.ndarray) -> None:
+        if not isinstance(obs, dict):
+            raise EnvOutputError(f"an observation of type {type(obs).__name__}; the observation space is a Dict")
+        for part in self.layout.parts:
+            self._write_part(part, obs, self.layout.view(out, part))
+
+    def _write_part(self, part, obs: dict, into: np.ndarray) -> None:
+        try:
+            value = value_at(obs, part.key)
+        except KeyError as missing:
+            raise EnvOutputError(f"an observation without the part {missing.args[0]!r} its Dict space declares") from None
+        if type(value) is not np.ndarray:
+            value = np.asarray(value)
+        if value.shape != into.shape:
+            raise EnvOutputError(f"observation part {part.name!r} of shape {value.shape}; the space declares {into.shape}")
+        if self.seen_dtypes.get(part.key) is not value.dtype:
+            kind = value.dtype.kind
+            if kind not in "fiub" or (kind == "f" and part.image):
+                raise EnvOutputError(f"observation part {part.name!r} of dtype {value.dtype}; the space declares "
+                                     f"{'uint8' if part.image else 'a number'}")
+            self.seen_dtypes[part.key] = value.dtype
+        into[...] = value
+        if not part.image and value.dtype.kind == "f" and not np.isfinite(into).all():
+            raise EnvOutputError(f"a non-finite value in observation part {part.name!r} ({_first_bad(into)})")
 
 
 def _first_bad(values: np.ndarray) -> str:

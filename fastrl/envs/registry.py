@@ -13,6 +13,7 @@ from fastrl.config import EnvConfig
 from fastrl.envs.actions import ActionSpec
 from fastrl.envs.base import EnvAdapter
 from fastrl.envs.gym import EnvOutputError, GymEnv, UnsupportedEnvError
+from fastrl.envs.obs_layout import ObsLayout
 
 DELAY_ENV_ID = "fastrl/DelayEnv-v0"
 
@@ -29,6 +30,7 @@ class EnvInfo:
     n_actions: int  # columns of the policy head: the number of actions for Discrete (``ActionSpec.head_size``)
     frames_per_step: int
     action: ActionSpec | None = None  # None: Discrete(n_actions)
+    obs_layout: ObsLayout | None = None  # a Dict observation's parts in the row (fastrl.envs.obs_layout); None: a Box
 
     def __post_init__(self):
         if self.action is None:
@@ -109,6 +111,6 @@ def probe_env(config: EnvConfig) -> EnvInfo:
         except EnvOutputError as exc:
             raise UnsupportedEnvError(f"env {config.id!r} at start: {exc}") from None
         return EnvInfo(tuple(env.obs_shape), np.dtype(env.obs_dtype).str, env.action_spec.head_size,
-                       env.frames_per_step, env.action_spec)
+                       env.frames_per_step, env.action_spec, env.obs_layout)
     finally:
         env.close()

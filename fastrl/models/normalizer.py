@@ -108,8 +108,11 @@ def observed_rows(count: int, first: int = 0, total: int | None = None) -> slice
 def observe_observations(model: nn.Module, obs: Tensor, merge_ranks: MergeRanks | None = None) -> None:
     """Update ``model``'s observation statistics with ``obs`` ``[B, *shape]`` (env dtype), if it keeps any."""
     normalizer = getattr(model, "obs_normalizer", None)
-    if normalizer is not None:
-        normalizer.observe(obs_to_float(obs), merge_ranks)
+    if normalizer is None:
+        return
+    # a model whose rows pack several parts (fastrl.models.multi) says which of them its statistics are of
+    select = getattr(model, "obs_for_normalizer", None)
+    normalizer.observe(obs_to_float(obs) if select is None else select(obs), merge_ranks)
 
 
 def observe_returns(model: nn.Module, returns: Tensor, merge_ranks: MergeRanks | None = None) -> float:

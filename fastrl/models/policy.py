@@ -32,4 +32,4 @@ def build_policy(env_info: EnvInfo, config: Config, device: torch.device | str |
     action = env_info.action
     return build_model(model.name, env_info.obs_shape, np.dtype(env_info.obs_dtype), action.head_size, model.hidden,
                        model.kwargs, model.precision, model.normalize_obs, device, config.algo.normalize_returns,
-                       gaussian=action.kind == BOX, lstm=model.lstm)
+                       gaussian=action.kind == BOX, lstm=model.lstm, obs_layout=env_info.obs_layout)

@@ -10,6 +10,7 @@ Parameter initialisation draws from torch's global RNG: seed it before calling.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -19,13 +20,14 @@ from torch import nn
 from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
 from fastrl.models.recurrent import hidden_size
 from fastrl.models.mlp import MLPPolicy
+from fastrl.models.multi import MultiInputPolicy
 from fastrl.models.precision import PRECISIONS, resolve_precision
 from fastrl.models.uniform import UniformPolicy
 
 ModelFactory = Callable[..., nn.Module]
 
 _IMAGE_MODELS: dict[str, ModelFactory] = {"nature": NatureCNN, "shallow": ShallowCNN, "impala": ImpalaResNet}
-_BUILTIN_NAMES = ("auto", "mlp", "random", *_IMAGE_MODELS)
+_BUILTIN_NAMES = ("auto", "mlp", "multi", "random", *_IMAGE_MODELS)
 _registered: dict[str, ModelFactory] = {}
 
 
@@ -59,6 +61,7 @@ def build_model(
     normalize_value: bool = False,
     gaussian: bool = False,
     lstm: int = 0,
+    obs_layout: Any = None,
 ) -> nn.Module:
     """The policy called ``name`` for observations of ``obs_shape``/``obs_dtype`` and a policy head
     of ``n_actions`` columns: the number of discrete actions, side-by-side logits of a MultiDiscrete
@@ -78,6 +81,9 @@ def build_model(
     ``gaussian``: the built-in models end in ``fastrl.models.heads.GaussianHead`` (state-independent
     log-std); a custom model returns its own ``[B, 2 D]`` head; ``"random"`` gives N(0, 1).
     ``lstm`` = H > 0: the built-in models get an LSTM core of H units (``fastrl.models.recurrent``).
+    ``obs_layout``: a Dict observation's ``fastrl.envs.obs_layout.ObsLayout``. A packed one (an image
+    beside vectors, one uint8 row) takes ``"multi"`` (what ``"auto"`` picks for it), ``"random"`` or a
+    custom model, which gets it as ``obs_layout=`` if its factory names that argument.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string ({_allowed()}), got {name!r}")
@@ -96,18 +102,26 @@ def build_model(
     if lstm:
         head_kw["lstm"] = int(lstm)
 
+    packed = obs_layout is not None and obs_layout.packed
     resolved = name
     if name == "auto":
-        resolved = "nature" if len(shape) == 3 else "mlp"
-    if resolved == "mlp":
+        resolved = "multi" if packed else "nature" if len(shape) == 3 else "mlp"
+    if packed and resolved in ("mlp", *_IMAGE_MODELS):
+        raise ValueError(f"model {name!r} cannot read these observations: a Dict with an image is stored as one packed "
+                         "uint8 row (fastrl.envs.obs_layout); use model.name = 'multi' (or 'auto')")
+    if resolved == "multi":
+        model = _build_builtin(name, MultiInputPolicy, shape, n_actions,
+                               {"hidden": list(hidden), "obs_layout": obs_layout, **kw, **builtin_kw, **head_kw},
+                               "hidden")
+    elif resolved == "mlp":
         model = _build_builtin(name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw, **builtin_kw, **head_kw},
                                "hidden")
     elif builtin_kw and resolved not in _IMAGE_MODELS:
-        raise ValueError(f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'nature', "
-                         f"'shallow' and 'impala'; model {name!r} must normalise its own observations and values")
+        raise ValueError(f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'multi', "
+                         f"'nature', 'shallow' and 'impala'; model {name!r} must normalise its own observations and values")
     elif lstm and resolved not in _IMAGE_MODELS:
-        raise ValueError(f"model.lstm is for the built-in 'mlp', 'nature', 'shallow' and 'impala'; model {name!r} "
-                         f"is feed-forward: set model.lstm = 0")
+        raise ValueError(f"model.lstm is for the built-in 'mlp', 'multi', 'nature', 'shallow' and 'impala'; model "
+                         f"{name!r} is feed-forward: set model.lstm = 0")
     elif resolved == "random":
         model = UniformPolicy(shape, n_actions)
     elif resolved in _IMAGE_MODELS:
@@ -116,14 +130,26 @@ def build_model(
                              f"got obs_shape {shape}; use 'mlp' or 'auto' for flat observations")
         model = _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, {**kw, **builtin_kw, **head_kw}, None)
     elif name in _registered:
-        model = _call_factory(name, _registered[name], shape, n_actions, kw)
+        model = _call_factory(name, _registered[name], shape, n_actions, _with_layout(_registered[name], kw, obs_layout))
     elif ":" in name:
-        model = _call_factory(name, _import_factory(name), shape, n_actions, kw)
+        factory = _import_factory(name)
+        model = _call_factory(name, factory, shape, n_actions, _with_layout(factory, kw, obs_layout))
     else:
         raise ValueError(f"unknown model {name!r}; {_allowed()}")
     _set_precision(name, model, precision, torch.device(device))
     _check_interface(name, model, shape, dtype, n_actions)
     return model
+
+
+def _with_layout(factory: ModelFactory, kw: dict, obs_layout: Any) -> dict:
+    """A custom factory that names an ``obs_layout`` argument gets the Dict observation's layout."""
+    if obs_layout is None or "obs_layout" in kw:
+        return kw
+    try:
+        takes = "obs_layout" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return {**kw, "obs_layout": obs_layout} if takes else kw
 
 
 def _set_precision(name: str, model: nn.Module, precision: str, device: torch.device) -> None:
@@ -166,7 +192,7 @@ def _build_builtin(name: str, cls: type, shape: tuple[int, ...], n_actions: int,
     try:
         return cls(obs_shape=shape, n_actions=n_actions, **kw)
     except TypeError as e:
-        extra = sorted(k for k in kw if k not in (own, "gaussian"))
+        extra = sorted(k for k in kw if k not in (own, "gaussian", "obs_layout"))
         raise ValueError(f"model {name!r} ({cls.__name__}): bad kwargs {extra}: {e}") from None
     except ValueError as e:
         raise ValueError(f"model {name!r}: {e}") from None
