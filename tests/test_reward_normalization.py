@@ -92,3 +92,106 @@ def test_without_episode_ends_it_is_gymnasiums_normalize_reward():
     want = [wrapped.step(0)[1] for _ in range(300)]
     got = normalize_rewards(rewards[None], np.zeros((1, 300), np.uint8), np.zeros(1), new_stats(), 0.99, np.inf)
     np.testing.assert_allclose(got[0], want, rtol=1e-6)
+
+
+def test_the_scaler_leaves_the_slots_raw_and_moves_on_only_when_committed():
+    from fastrl.learning.reward_scaling import RewardScaler
+
+    rewards, dones = _batch(3, 4, 6)
+    storage = {"reward": np.concatenate([rewards, np.ones((4, 1), np.float32)], axis=1),
+               "done": np.concatenate([dones, np.zeros((4, 1), np.uint8)], axis=1),
+               "action": np.zeros((4, 7), np.int64)}
+    raw = storage["reward"].copy()
+    scaler = RewardScaler(4, 0.99, 10.0)
+    scaled = scaler.scaled(storage)
+    assert np.array_equal(storage["reward"], raw) and scaled["action"] is storage["action"]
+    carry, stats = np.zeros(4), new_stats()
+    np.testing.assert_array_equal(scaled["reward"][:, :6], normalize_rewards(rewards, dones, carry, stats, 0.99, 10.0))
+    assert scaled["reward"][:, 6].tolist() == [1.0] * 4  # row T is never learned from: left raw
+    assert scaler.state()["stats"].tolist() == new_stats().tolist()  # an update that fails leaves them
+    scaler.commit()
+    restored = RewardScaler(4, 0.99, 10.0)
+    restored.load(scaler.state())
+    assert restored.stats.tolist() == stats.tolist() and restored.returns.tolist() == carry.tolist()
+    with pytest.raises(ValueError, match="for 4 envs, this learner has 2"):
+        RewardScaler(2, 0.99, 10.0).load(scaler.state())
+
+
+def _train(tmp_path, name, *overrides, env="Pendulum-v1", mode="sync", algo="ppo"):
+    config, base = cartpole(tmp_path, f"env.id='{env}'", f"algo.name='{algo}'", "algo.normalize_rewards=true",
+                            *overrides, mode=mode)
+    return fastrl.train(config, base, run_dir=tmp_path / name), tmp_path / name
+
+
+def _identical(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _scaling(run) -> dict:
+    return load_checkpoint(run)["resume"]["reward_scaling"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "hts"])
+def test_parameters_and_statistics_do_not_depend_on_process_layout_or_timing(tmp_path, mode):
+    """Pendulum PPO, 1/1 and 2/2 executors/actors with random step delays: bit-identical after 20 updates."""
+    results = []
+    for executors, actors in [(1, 1), (2, 2)]:
+        _, run = _train(tmp_path, f"x{executors}a{actors}", f"engine.executors={executors}",
+                        f"engine.actors={actors}", "engine.step_delay_s=0.002", mode=mode)
+        results.append((load_checkpoint(run)["model"], _scaling(run)))
+    (model, scaling), (other_model, other_scaling) = results
+    assert _identical(model, other_model) and _identical(scaling, other_scaling)
+    assert scaling["stats"][0] == pytest.approx(1e-4 + 20 * 5 * 8)  # once per step, over the 8 envs
+    assert scaling["stats"][2] > 1.0  # Pendulum's returns spread far wider than the prior's variance 1
+    if mode == "sync":  # and the rule trained on the scaled rewards
+        _, raw = _train(tmp_path, "raw", "engine.serial=true", "algo.normalize_rewards=false", mode=mode)
+        assert not _identical(model, load_checkpoint(raw)["model"])
+
+
+@pytest.mark.parametrize(("mode", "algo"), [("sync", "a2c"), ("hts", "ppo")])
+def test_a_run_resumed_at_a_checkpoint_equals_the_uninterrupted_one(tmp_path, mode, algo):
+    _, whole = _train(tmp_path, "whole", "engine.serial=true", mode=mode, algo=algo)
+    _, half = _train(tmp_path, "half", "run.total_frames=400", mode=mode, algo=algo)
+    assert load_checkpoint(half)["exact"]
+    halfway = _scaling(half)
+    fastrl.train(resume=half, overrides=["run.total_frames=800", "engine.executors=2"])
+    resumed, expected = load_checkpoint(half), load_checkpoint(whole)
+    assert resumed["frames"] == 800 and _identical(resumed["model"], expected["model"])
+    assert _identical(_scaling(half), _scaling(whole)) and not _identical(_scaling(half), halfway)
+    assert halfway["returns"].abs().min() > 0  # mid-episode accumulators (Pendulum's episodes are 200 steps)
+
+
+def test_async_impala_scales_every_batch_by_its_envs(tmp_path):
+    summary, run = _train(tmp_path, "async", "engine.executors=2", "run.total_frames=1600", "algo.batch_slots=4",
+                          mode="async", algo="impala")
+    assert summary["status"] == "complete"
+    checkpoint = load_checkpoint(run)
+    scaling = checkpoint["resume"]["reward_scaling"]
+    assert scaling["stats"][0] == pytest.approx(1e-4 + checkpoint["updates"] * 5 * 4)
+    assert (scaling["returns"] != 0).all()  # every env's accumulator, by the env named in its full slots
+
+
+def test_hopper_smoke(tmp_path):
+    pytest.importorskip("mujoco", reason="MuJoCo is not installed: pip install 'fastrl[mujoco]'")
+    summary, run = _train(tmp_path, "hopper", "engine.serial=true", "engine.rollout=64", "run.total_frames=2048",
+                          "algo.epochs=2", "algo.minibatches=4", "model.normalize_obs=true", env="Hopper-v5")
+    assert summary["status"] == "complete" and summary["frames"] == 2048
+    assert _scaling(run)["stats"][0] == pytest.approx(1e-4 + 2048)
+    assert summary["final_return_mean"] is not None  # Hopper falls within 2048 steps: episodes were counted
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("algo.reward_clip=0", "algo.reward_clip = 0.0: must be > 0"),
+    ("algo.reward_clip=-1", "algo.reward_clip = -1.0: must be > 0"),
+    ("algo.reward_clip=nan", "algo.reward_clip = nan: must be a finite number"),
+    ("algo.reward_clip='big'", "algo.reward_clip = 'big': expected"),
+    ("algo.normalize_rewards=1", "algo.normalize_rewards = 1: expected bool"),
+])
+def test_bad_values_name_the_key(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load_config(None, [override])
+
+
+def test_collecting_without_learning_refuses_reward_normalization():
+    with pytest.raises(ConfigError, match="algo.normalize_rewards = true needs a learning algorithm"):
+        load_config(None, ["algo.name='none'", "algo.normalize_rewards=true"])
