@@ -195,3 +195,27 @@ def test_bad_values_name_the_key(override, message):
 def test_collecting_without_learning_refuses_reward_normalization():
     with pytest.raises(ConfigError, match="algo.normalize_rewards = true needs a learning algorithm"):
         load_config(None, ["algo.name='none'", "algo.normalize_rewards=true"])
+
+
+def test_two_ranks_of_four_envs_scale_as_one_rank_of_eight(tmp_path):
+    """cohort.moments merges every rank's per-step moments: the statistics (and so the parameters) of 2 ranks x
+    4 envs are those of 1 rank x 8 up to float rounding, and bit-identical between the ranks."""
+    from tests.test_multinode import QUICK, _finish, _rank_dir, _torchrun
+
+    overrides = [*QUICK, "engine.rollout=16", "algo.minibatches=4", "algo.epochs=2", "run.total_frames=1024"]
+    proc = _torchrun(tmp_path / "ranks", "configs/pendulum_ppo.toml", *overrides)
+    err = _finish(proc)
+    assert proc.returncode == 0, err
+    fastrl.train("configs/pendulum_ppo.toml", [*overrides, "engine.serial=true"], run_dir=tmp_path / "one")
+    rank0, rank1 = (load_checkpoint(_rank_dir(tmp_path / "ranks", r)) for r in (0, 1))
+    one = load_checkpoint(tmp_path / "one")
+    scaling0, scaling1 = rank0["resume"]["reward_scaling"], rank1["resume"]["reward_scaling"]
+    assert torch.equal(scaling0["stats"], scaling1["stats"]) and _identical(rank0["model"], rank1["model"])
+    single = one["resume"]["reward_scaling"]
+    assert single["stats"][0] == pytest.approx(1e-4 + 8 * 128)
+    # the one-rank run's parameters differ by rounding, so its actions and rewards do too: close, not equal
+    torch.testing.assert_close(scaling0["stats"], single["stats"], rtol=1e-6, atol=0)
+    torch.testing.assert_close(torch.cat([scaling0["returns"], scaling1["returns"]]), single["returns"], rtol=1e-5,
+                               atol=1e-5)
+    for name in one["model"]:
+        torch.testing.assert_close(rank0["model"][name], one["model"][name], rtol=1e-5, atol=1e-5)
