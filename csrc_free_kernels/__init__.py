@@ -12,6 +12,7 @@ _KERNELS = {
     "sample_gaussian": "sampling", "sample_gaussian_reference": "sampling", "ndtri": "sampling",
     "sample_multi": "sampling", "sample_multi_reference": "sampling",
     "vtrace": "vtrace", "vtrace_reference": "vtrace",
+    "normalize_rewards": "reward_scaling", "normalize_rewards_reference": "reward_scaling",
 }
 __all__ = list(_KERNELS)
 

@@ -162,6 +162,14 @@ class AlgoConfig:
         False, "ppo: the value head predicts returns in units of their running mean and std (sample-factory's "
         "normalize_returns); the value loss and value clip are measured in those units; built-in models only",
     )
+    normalize_rewards: bool = _f(
+        False, "train on rewards divided by the running std of each env's discounted return (gymnasium's "
+        "NormalizeReward as CleanRL uses it, SB3's VecNormalize norm_reward), computed by the learner; the slots, "
+        "episode returns and metrics keep the raw rewards; the statistics and accumulators are checkpointed",
+    )
+    reward_clip: float = _f(
+        10.0, "algo.normalize_rewards: the scaled rewards are clipped to +-this (inf: no clip)", min_exclusive=0.0, allow_inf=True,
+    )
     batch_slots: int = _f(
         32, "impala: full trajectory slots per learner batch; the run allocates engine.envs + 2 x this slots, "
         "so envs rarely wait for a free slot while the learner holds one batch and the next fills", min=1, max=1 << 16,
@@ -500,6 +508,8 @@ def validate(config: Config) -> None:
         raise ConfigError(wrong_algorithm)
     if config.algo.normalize_returns and name != "ppo":
         raise ConfigError(f"algo.normalize_returns = true is implemented for algo.name = 'ppo', not {name!r}")
+    if config.algo.normalize_rewards and name == "none":
+        raise ConfigError("algo.normalize_rewards = true needs a learning algorithm: algo.name = 'none' trains on no reward")
     if config.algo.name == "ppo" and config.algo.minibatches > engine.envs * engine.rollout:
         raise ConfigError(
             f"algo.minibatches = {config.algo.minibatches} is more than the {engine.envs * engine.rollout} steps "

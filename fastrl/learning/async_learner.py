@@ -18,9 +18,12 @@ from __future__ import annotations
 import time
 from queue import Empty
 
+import numpy as np
+
 from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.learning.learner import Learner
 from fastrl.learning.update_rules import Update
+from fastrl.sampling.channels import decode_full
 
 
 class AsyncLearner(Learner):
@@ -58,10 +61,11 @@ class AsyncLearner(Learner):
         return True
 
     def _learn(self, batch: list[int]) -> None:
-        storage = self.buffers.slots.gather(batch)  # a copy, so the slots can be freed at once
-        self.channels.free.put_many(batch, timeout=self.spec.config.reliability.queue_timeout_s)
+        slots, envs = decode_full(np.asarray(batch, np.int64), self.spec.envs)
+        storage = self.buffers.slots.gather(slots.tolist())  # a copy, so the slots can be freed at once
+        self.channels.free.put_many(slots.tolist(), timeout=self.spec.config.reliability.queue_timeout_s)
         lags = self.version - storage["version"][:, : self.spec.steps]
-        self.learn(storage, self.rollout)
+        self.learn(storage, self.rollout, env_ids=envs)  # an env's slots come in the order it filled them
         self.apply(self.rule.advance() or Update(lag=None))  # collecting: θ stays, the batch still counts
         self.stats[Stat.LAG_MAX] = float(lags.max())  # the max first: metrics read this row at any moment,
         self.stats[Stat.LAG_MEAN] = float(lags.mean())  # and must never see a mean above its max

@@ -37,6 +37,7 @@ from fastrl.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
 from fastrl.learning import agent_steps_per_update, frames_per_update
 from fastrl.learning.cohort import join_cohort, leave_group
 from fastrl.learning.gossip import Gossip, PeerFinished
+from fastrl.learning.reward_scaling import reward_scaler
 from fastrl.learning.update_rules import Update, make_rule
 from fastrl.models.distributions import distribution_for
 from fastrl.models.policy import build_policy, resolve_device
@@ -84,6 +85,7 @@ class Learner:
         self.finished = False
         self.finishing = self.time_due = False  # agreed at the last barrier, by every rank (see _agree)
         self.cohort = join_cohort(spec, self.device)  # the other ranks' learners (torchrun), or Solo
+        self.rewards = reward_scaler(self.algo, len(self.owned), self.cohort)  # algo.normalize_rewards, or None
         self.rule = make_rule(self.algo.name, self.mode.policy_lag, self.model, self.algo, self.device, self.step,
                               config.run.seed, self.cohort, distribution=distribution_for(spec.env_info.action))
         self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
@@ -100,6 +102,8 @@ class Learner:
         else:
             log.warning("the checkpoint has no optimizer state (saved from the shared weights): the optimizer starts fresh")
         self.rule.load(state)
+        if self.rewards is not None:
+            self.rewards.load(state.get("reward_scaling"))
         self.version = state["version"]
         self.stats[Stat.UPDATES] = state["updates"]
         self.move_to(state["rollout"])
@@ -162,10 +166,15 @@ class Learner:
 
     # ------------------------------------------------------------------ the steps a schedule orders
 
-    def learn(self, storage: dict[str, np.ndarray], rollout: int) -> None:
-        """The rule takes what D(θ_rollout) gives and keeps it pending; its loss terms go to the stats row."""
+    def learn(self, storage: dict[str, np.ndarray], rollout: int, env_ids: np.ndarray | None = None) -> None:
+        """The rule takes what D(θ_rollout) gives and keeps it pending; its loss terms go to the stats row.
+        ``env_ids``: the env of each slot (async batches; default: the learner's envs in order)."""
+        if self.rewards is not None:  # a scaled copy: the slots keep the raw rewards
+            storage = self.rewards.scaled(storage, env_ids)
         for column, value in self.rule.learn(storage, rollout).items():
             self.stats[column] = value
+        if self.rewards is not None:
+            self.rewards.commit()
 
     def advance(self) -> None:
         """θ moves on by the rule's pending update, or stays (nothing pending); the version counts up."""
@@ -317,6 +326,8 @@ class Learner:
             "updates": int(self.stats[Stat.UPDATES]),
             "frames": int(self.stats[Stat.FRAMES]),
         }
+        if self.rewards is not None:
+            state["reward_scaling"] = self.rewards.state()
         return copy.deepcopy(state) if copied else state
 
     def _checkpoint(self, kind: str, resume_state: dict | None = None, exact: bool = False) -> dict:

@@ -12,6 +12,7 @@ import numpy as np
 
 def compile_kernels() -> None:
     from csrc_free_kernels.gae import gae
+    from csrc_free_kernels.reward_scaling import new_stats, normalize_rewards
     from csrc_free_kernels.returns import nstep_returns
     from csrc_free_kernels.vtrace import vtrace
     from csrc_free_kernels.sampling import (sample_from_u, sample_gaussian, sample_gaussian_rows_kernel, sample_multi,
@@ -27,6 +28,7 @@ def compile_kernels() -> None:
         gae(rows[:, :2], dones, rows, 0.99, 0.95, final_values=ends)  # ppo: values of all T + 1 rows, contiguous
         vtrace(rows[:, :2], np.zeros((n, 2), np.float32), rows[:, :2], dones, rows, 0.99, 1.0, 1.0, 1.0,
                final_values=ends)  # impala
+        normalize_rewards(rows[:, :2], dones, np.zeros(n), new_stats(), 0.99, 10.0)  # algo.normalize_rewards
     # the actor: contiguous logits and values, sorted rows, the trajectory's 1-D columns
     sample_rows_kernel(np.zeros((1, 2), np.float32), np.zeros(1, np.float32), 0, np.zeros(1, np.int64),
                        np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32),

@@ -9,7 +9,8 @@ functions below, on both sides:
 - rollout_done[learner], executor -> learner: ``env * 2 + rollout % 2`` — env finished ``rollout``
   (the parity: with run-ahead an env may finish rollout j+1 before another finishes j).
 - free, learner -> executors (async): ``slot`` — an empty trajectory slot any env may fill.
-- full, executor -> learner (async): ``slot`` — a slot holding T fresh steps.
+- full, executor -> learner (async): ``slot * envs + env`` — env's slot holding T fresh steps (the learner's
+  reward scaling follows each env's episodes across its slots).
 - episodes, executor -> main: ``(env, return, length)`` of a finished episode.
 - errors, any worker -> main: ``(worker, summary, traceback)``.
 """
@@ -43,6 +44,15 @@ def decode_request(message, envs: int):
     """-> (env, row); an int or an int array of messages."""
     row, env = divmod(message, envs)
     return env, row
+
+
+def encode_full(slot: int, env: int, envs: int) -> int:
+    return slot * envs + env
+
+
+def decode_full(message, envs: int):
+    """-> (slot, env); an int or an int array of messages."""
+    return divmod(message, envs)
 
 
 def encode_rollout_done(env: int, rollout: int) -> int:

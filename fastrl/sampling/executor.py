@@ -43,7 +43,8 @@ from fastrl.buffers.control import Activity, Clock, Phase
 from fastrl.checkpoint import CheckpointStore, read_env_states, write_env_states
 from fastrl.envs import EnvAdapter, make_env
 from fastrl.envs.gym import EnvOutputError
-from fastrl.sampling.channels import Channels, decode_go, decode_rollout_done, encode_request, encode_rollout_done
+from fastrl.sampling.channels import (Channels, decode_go, decode_rollout_done, encode_full, encode_request,
+                                     encode_rollout_done)
 from fastrl.errors import EnvError
 from fastrl.partition import owner_of, split
 from fastrl.spec import RunSpec, WorkerIds
@@ -310,7 +311,7 @@ class Executor:
                 self.last_obs[i] = self.obs[row + 1]
                 if self.hidden is not None:
                     self.last_hidden[i] = self.hidden[row + 1]
-                finished.append((row + 1) // (self.steps + 1))
+                finished.append(encode_full((row + 1) // (self.steps + 1), self.env_list[i], self.spec.envs))
                 self.waiting.append(i)
             else:
                 env, rollout = self.env_list[i], self.env_rollout[i]
