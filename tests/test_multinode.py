@@ -114,6 +114,7 @@ def test_a_rank_killed_with_sigkill_ends_the_other_within_its_timeout_leaving_no
     assert torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)["frames"] > 0
 
 
+@pytest.mark.slow  # 22 s of launches and a restart
 def test_torchrun_max_restarts_goes_on_from_the_last_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     proc = _torchrun(run_dir, "configs/cartpole_sync.toml", *QUICK, "run.total_frames=4000",
