@@ -123,6 +123,19 @@ def test_async_impala_runs_an_lstm(tmp_path):
     assert all(torch.isfinite(p).all() for p in load_checkpoint(run)["model"].values())
 
 
+def test_deterministic_gala_learners_with_lstms_do_not_depend_on_process_layout(tmp_path):
+    """gala.deterministic, 2 learners each with its own envs' states in the slots: 1/1 and 2/2 executors/actors."""
+    runs = []
+    for executors in (1, 2):
+        _, run = _train(tmp_path, f"x{executors}", "algo.name='a2c'", "model.lstm=8", "engine.learners=2",
+                        "gala.deterministic=true", f"engine.executors={executors}", f"engine.actors={executors}",
+                        "engine.step_delay_s=0.001", "run.total_frames=1600", env="CartPole-v1", mode="gala")
+        runs.append([load_checkpoint(run / "checkpoints" / f"learner-{i}")["model"] for i in range(2)])
+    assert "core.cell.weight_hh" in runs[0][0]
+    for first, second in zip(*runs):
+        assert _identical(first, second)
+
+
 def test_lstm_configs_that_cannot_work_are_named(tmp_path):
     with pytest.raises(ConfigError, match=r"model.lstm is for the built-in .* model 'random'"):
         _train(tmp_path, "random", "model.name='random'", "model.lstm=8")
