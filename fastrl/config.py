@@ -139,15 +139,20 @@ class AlgoConfig:
         choices=ALGORITHMS,
     )
     lr: float = _f(7e-4, "learning rate", min_exclusive=0.0)
-    optimizer: str = _f("rmsprop", "optimizer", choices=("rmsprop", "adam", "sgd"))
+    optimizer: str = _f(
+        "rmsprop",
+        "optimizer; 'rmsprop_tf' is RMSprop as TensorFlow and openai/baselines compute it (square average "
+        "starts at 1, eps inside the square root; sb3's RMSpropTFLike), 'rmsprop' is torch's",
+        choices=("rmsprop", "rmsprop_tf", "adam", "sgd"),
+    )
     lr_schedule: str = _f(
         "constant",
         "'constant', or 'linear': lr x (1 - frames / run.total_frames) at each update (PPO and A2C papers), "
         "from the learner's frame counter, so runs and resumes stay deterministic",
         choices=("constant", "linear"),
     )
-    eps: float = _f(1e-5, "optimizer epsilon", min_exclusive=0.0)
-    rms_alpha: float = _f(0.99, "RMSprop smoothing constant", min=0.0, max=1.0)
+    eps: float = _f(1e-5, "optimizer epsilon (rmsprop_tf: under the square root)", min_exclusive=0.0)
+    rms_alpha: float = _f(0.99, "RMSprop smoothing constant (rmsprop, rmsprop_tf)", min=0.0, max=1.0)
     gamma: float = _f(0.99, "discount", min=0.0, max=1.0)
     entropy_coef: float = _f(0.01, "entropy bonus weight", min=0.0)
     value_coef: float = _f(0.5, "value loss weight", min=0.0)

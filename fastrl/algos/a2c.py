@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from csrc_free_kernels.returns import nstep_returns
+from fastrl.algos.optimizers import RMSpropTF
 from fastrl.algos.time_limits import final_values
 from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
@@ -60,6 +61,8 @@ def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoC
 def make_optimizer(model: torch.nn.Module, algo: AlgoConfig) -> torch.optim.Optimizer:
     if algo.optimizer == "rmsprop":
         return torch.optim.RMSprop(model.parameters(), lr=algo.lr, alpha=algo.rms_alpha, eps=algo.eps)
+    if algo.optimizer == "rmsprop_tf":  # TF's formula (fastrl.algos.optimizers)
+        return RMSpropTF(model.parameters(), lr=algo.lr, alpha=algo.rms_alpha, eps=algo.eps)
     if algo.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=algo.lr, eps=algo.eps)
     return torch.optim.SGD(model.parameters(), lr=algo.lr)
