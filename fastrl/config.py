@@ -226,6 +226,13 @@ class ModelConfig:
         "normalise observations per element by running mean and std, clipped to +-5 (sample-factory's "
         "normalize_input); the statistics are model buffers: published, checkpointed, resumed; built-in models only",
     )
+    compile: bool | str = _f(
+        AUTO,
+        "torch.compile the policy's forward and backward in actors and learners (in place: checkpoints and "
+        "load_policy are the eager model's); 'auto': on for the built-in image models on the CPU in runs of "
+        "1M frames or more, where it measured faster (fastrl/models/compiling.py), off elsewhere",
+        auto=True,
+    )
     lstm: int = _f(
         0, "hidden size H of an LSTM core between the model's encoder and its heads (0: feed-forward); each env's "
         "state is kept in the slots and the learner replays every rollout from its first state; built-in models only",

@@ -39,6 +39,7 @@ from fastrl.learning.cohort import join_cohort, leave_group
 from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.learning.reward_scaling import reward_scaler
 from fastrl.learning.update_rules import Update, make_rule
+from fastrl.models.compiling import compile_policy
 from fastrl.models.distributions import distribution_for
 from fastrl.models.policy import build_policy, resolve_device
 from fastrl.partition import owner_of
@@ -60,7 +61,9 @@ class Learner:
         self.algo, self.mode = config.algo, spec.mode
         self.device = resolve_device(engine.device)
         torch.manual_seed(model_seed(config.run.seed))
-        self.model = build_policy(spec.env_info, spec.config).to(self.device)
+        # compiled before the update rule copies it (hts's trainee, A2C's behaviour): the copies compile too
+        self.model = compile_policy(build_policy(spec.env_info, spec.config).to(self.device),
+                                    config.model.compile is True)
         self.index = index
         self.weights = [buffers.shared_params(index, slot=k) for k in range(self.mode.weight_slots)]
         self.control = buffers.control
@@ -90,9 +93,16 @@ class Learner:
                               config.run.seed, self.cohort, distribution=distribution_for(spec.env_info.action))
         self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
         self.gossip = Gossip(spec, buffers, index, self.model, worker) if spec.gala else None
-        self.rule.warm_up(buffers.slots.storage(0, 1))
+        self.rule.warm_up(self._zero_storage())
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
+
+    def _zero_storage(self) -> dict[str, np.ndarray]:
+        """Zeros shaped as the storage an update learns from (the slots themselves may be filling already), so
+        the warm-up sees the update's shapes: a compiled model (``model.compile``) compiles its graphs then."""
+        count = self.mode.slots_per_update(len(self.owned), self.algo.batch_slots)
+        return {name: np.zeros((count, *field.shape[1:]), field.dtype)
+                for name, field in self.buffers.slots.storage(0, 1).items()}
 
     def _restore(self, checkpoint: dict) -> None:
         state = checkpoint["resume"]

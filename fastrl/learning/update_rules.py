@@ -84,7 +84,8 @@ class UpdateRule:
         return self.model
 
     def warm_up(self, storage: dict[str, np.ndarray]) -> None:
-        """One loss and backward on a (still zero) slot so the first update pays no JIT/lazy-init cost."""
+        """One loss and backward on a zero storage of an update's shape, so the first update pays no JIT,
+        lazy-init or compile cost."""
 
     def learn(self, storage: dict[str, np.ndarray], rollout: int) -> Losses:
         """Take what the data of ``rollout`` gives and keep it pending for ``advance``."""
@@ -200,19 +201,28 @@ class PPO(UpdateRule):
         return self.trainee
 
     def warm_up(self, storage):
+        """A loss and backward on minibatches of the sizes the epochs draw, and the bootstrap forward, so a
+        compiled model (``model.compile``) compiles its graphs here, in start-up, not in the first update."""
         steps = storage["action"].shape[1] - 1
         rows = lambda key: torch.from_numpy(storage[key][:, :steps]).to(self.device).flatten(0, 1)  # noqa: E731
-        zeros = torch.zeros(rows("reward").shape, device=self.device)
-        batch = PPOBatch(rows("obs"), rows("action"), rows("logp"), zeros, zeros, zeros)
         algo = self.algo
-        outputs = None
-        if hidden_size(self.trainee):
-            sequences = Sequences.of(storage, self.device)
-            outputs = sequences.replay(self.trainee, np.arange(len(sequences.hidden0)))
-        loss, _ = ppo_loss(self.trainee, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
-                           algo.normalize_advantages, distribution=self.distribution, outputs=outputs)
-        loss.backward()
+        recurrent = hidden_size(self.trainee)
+        count = rows("reward").shape[0]
+        sizes = {count} if recurrent else {len(part) for part in np.array_split(np.arange(count), algo.minibatches)}
+        for size in sorted(sizes):
+            zeros = torch.zeros(size, device=self.device)
+            batch = PPOBatch(rows("obs")[:size], rows("action")[:size], rows("logp")[:size], zeros, zeros, zeros)
+            outputs = None
+            if recurrent:
+                sequences = Sequences.of(storage, self.device)
+                outputs = sequences.replay(self.trainee, np.arange(len(sequences.hidden0)))
+            loss, _ = ppo_loss(self.trainee, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
+                               algo.normalize_advantages, distribution=self.distribution, outputs=outputs)
+            loss.backward()
         self.trainee.zero_grad(set_to_none=True)
+        if not recurrent:
+            with torch.no_grad():
+                self.trainee(torch.from_numpy(storage["obs"][:, steps]).to(self.device))  # _flatten's bootstrap
 
     def learn(self, storage, rollout):
         self._observe(self.trainee, storage)

@@ -70,7 +70,7 @@ class RunPlan:
 
 
 def plan_run(config: Config) -> RunPlan:
-    """Validate the env and the model, choose the "auto" process layout and size every buffer,
+    """Validate the env and the model, choose the "auto" process layout and compiling, size every buffer,
     before anything is started.
 
     Problems with the user's env or model are ``ConfigError``s: bad input, not a crash.
@@ -79,9 +79,13 @@ def plan_run(config: Config) -> RunPlan:
     from fastrl.models.policy import build_policy
     from fastrl.process.auto_layout import resolve_layout
 
+    from fastrl.models.compiling import resolve_compile
+    from fastrl.models.policy import resolve_device
+
     try:
         info = probe_env(config.env)
-        n_params = count_parameters(build_policy(info, config))
+        policy = build_policy(info, config)
+        n_params = count_parameters(policy)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     except Exception as exc:  # the user's env or model code failed at start
@@ -89,6 +93,7 @@ def plan_run(config: Config) -> RunPlan:
                           f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
     _check_device(config.engine.device)
     config = resolve_layout(config)  # once, here: every process gets the same numbers
+    config = resolve_compile(config, resolve_device(config.engine.device), policy)  # and the same graphs
     engine = config.engine
     check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)

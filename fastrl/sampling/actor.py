@@ -23,6 +23,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.models.distributions import distribution_for
 from fastrl.models.policy import build_policy, resolve_device
+from fastrl.models.compiling import compile_policy
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.sampling.channels import Channels, decode_request
 from fastrl.partition import owner_of, split
@@ -42,7 +43,8 @@ class Actor:
         self.executor_of = owner_of(spec.envs, engine.executors)
         self.device = resolve_device(engine.device)
         self.micro_batch = engine.micro_batch
-        self.model = build_policy(spec.env_info, spec.config).to(self.device).eval()
+        self.model = compile_policy(build_policy(spec.env_info, spec.config).to(self.device).eval(),
+                                    spec.config.model.compile is True)  # before copying: the copies compile too
         self.distribution = distribution_for(spec.env_info.action)  # the head's kind: its sampling kernel
         self.reads_observations = getattr(self.model, "reads_observations", True)
         # one model per weight set: learner l's slot k is set l * slots + k
