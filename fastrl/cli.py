@@ -96,6 +96,10 @@ def _bench(args: argparse.Namespace) -> int:
         from fastrl.bench.multinode import run
 
         return run(args)  # 2: bad input, 1: a rank failed
+    if args.bench == "learner":
+        from fastrl.bench.learner import run
+
+        return run(args)
     if args.bench == "sampling":
         from fastrl.bench.sampling import run
 
@@ -163,9 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.set_defaults(func=_cleanup)
     bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")
     benches = bench.add_subparsers(dest="bench", required=True)
-    from fastrl.bench import gala_straggler, hts_speedup, multinode, policy_lag, sampling, time_to_score
+    from fastrl.bench import gala_straggler, hts_speedup, learner, multinode, policy_lag, sampling, time_to_score
 
     sampling.add_arguments(benches.add_parser("sampling", help="engine vs raw emulator vs AtariVectorEnv"))
+    learner.add_arguments(benches.add_parser(
+        "learner", help="a config's training step and actor forward: eager vs compiled, fp32 vs bf16, by threads"))
     hts_speedup.add_arguments(benches.add_parser("hts-speedup", help="sync vs hts on DelayEnv (HTS-RL Claim 1)"))
     policy_lag.add_arguments(benches.add_parser("policy-lag", help="async policy lag vs envs, next to hts and sync"))
     gala_straggler.add_arguments(benches.add_parser("gala-straggler", help="gala ring vs allreduce with a slow learner"))

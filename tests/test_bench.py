@@ -1,6 +1,7 @@
-"""The sampling benchmark's plumbing (not its speed: speed is measured in bench/, never in tests)."""
+"""The benchmarks' plumbing (not their speed: speed is measured in bench/, never in tests)."""
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -65,3 +66,31 @@ def test_sampling_bench_refuses_a_non_atari_config():
         measure("configs/cartpole_hts.toml", seconds=1)
     with pytest.raises(ValueError, match="rounds"):
         measure("configs/pong_hts.toml", seconds=1, rounds=0)
+
+
+def test_learner_bench_reports_eager_and_compiled_steps_and_the_cap_they_imply(capsys):
+    from fastrl.bench.learner import add_arguments, run
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["configs/cartpole_ppo.toml", "--seconds", "0.05", "--threads", "1"])
+    assert run(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["model"] == "MLPPolicy" and result["algo"] == "ppo"
+    train = {row["compiled"]: row for row in result["train"]}
+    assert set(train) == {False, True} and all(row["samples_s"] > 0 for row in result["train"] + result["forward"])
+    passes = result["passes_per_rollout"]
+    assert train[False]["frames_s_cap"] == pytest.approx(train[False]["samples_s"] / passes, rel=1e-3)
+    assert result["speedup"]["train_fp32_1t"] == pytest.approx(train[True]["samples_s"] / train[False]["samples_s"],
+                                                               rel=1e-2)
+    assert result["compile_auto"] is False  # an MLP: "auto" leaves it eager
+    assert {"cpu", "cores", "amx_bf16", "avx512_bf16", "torch"} <= set(result["machine"])
+
+
+def test_learner_bench_refuses_a_recurrent_model_naming_the_key(capsys):
+    from fastrl.bench.learner import add_arguments, run
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert run(parser.parse_args(["configs/cartpole_ppo.toml", "--set", "model.lstm=16"])) == 2
+    assert "model.lstm = 16" in capsys.readouterr().err

@@ -27,9 +27,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 from pathlib import Path
 
+from fastrl.bench.machine import machine_info
 from fastrl.config import ConfigError, parse_override
 
 RESULT_FILE = "time_to_score.json"
@@ -113,6 +113,8 @@ def read_run(run_path: Path, target: float, window: int) -> dict:
         "env_id": config["env"]["id"],
         "mode": engine["mode"],
         "layout": {key: engine[key] for key in ("envs", "executors", "actors", "inline_actors", "learners")},
+        "precision": _precision(config),
+        "compile": config["model"].get("compile", False),
         "machine": machine_info(),
         "curve": curve,
     }
@@ -131,6 +133,14 @@ def first_crossing(lines: list[dict], target: float, window: int) -> int | None:
     return None
 
 
+def _precision(config: dict) -> str:
+    """The precision the run computed in: config.toml keeps ``model.precision`` as given ("auto" too)."""
+    from fastrl.models.policy import resolve_device
+    from fastrl.models.precision import resolve_precision
+
+    return resolve_precision(config["model"]["precision"], resolve_device(config["engine"]["device"]))
+
+
 def _stopped_by(summary: dict, run: dict, reached: bool) -> str:
     if summary["status"] != "complete":
         return summary["status"]  # "interrupted" or "failed"
@@ -139,26 +149,6 @@ def _stopped_by(summary: dict, run: dict, reached: bool) -> str:
     if summary["frames"] >= run["total_frames"]:
         return "total_frames"
     return "max_seconds"
-
-
-def machine_info() -> dict:
-    """What the times depend on: the CPU, the cores this process may use, torch and the GPU."""
-    import platform
-
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count()
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu, "cores": cores, "cpu_count": os.cpu_count(), "torch": torch.__version__, "gpu": gpu}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

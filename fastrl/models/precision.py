@@ -23,16 +23,19 @@ PRECISIONS = ("auto", "fp32", "bf16")
 
 
 @functools.cache
-def cpu_has_amx_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices natively (Linux: the ``amx_bf16`` flag)."""
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return "amx_bf16" in line.split()
+            return next((frozenset(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")),
+                        frozenset())
     except OSError:
-        pass
-    return False
+        return frozenset()
+
+
+def cpu_has_amx_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices natively (Linux: the ``amx_bf16`` flag)."""
+    return "amx_bf16" in cpu_flags()
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:

@@ -1,0 +1,206 @@
+"""How fast a config's model learns and acts on this machine: the numbers the learner's settings decide from.
+
+    fastrl bench learner [CONFIG] [--set k=v] [--seconds S] [--threads 1 2]
+
+For the config's model (built as the run builds it, from its env's spaces), one JSON line:
+
+- ``train``: samples/s of one training step (forward, PPO's clipped loss, backward, gradient clip,
+  the config's optimizer) on a minibatch of the size the config's algorithm learns from (PPO: a
+  rollout's rows / ``algo.minibatches``; A2C: the whole rollout; IMPALA: ``batch_slots`` x rollout),
+  eager and compiled (``model.compile``), in fp32 and, where the CPU has native bf16 (AMX-BF16 or
+  AVX512-BF16), in bf16, on each thread count;
+- ``forward``: obs/s of the actors' fixed micro-batch forward (``engine.micro_batch`` rows, no grad),
+  the same grid;
+- ``frames_s_cap``: the env frames/s the learner alone allows at each setting (samples/s / the passes
+  PPO makes over a rollout x frame skip): an upper bound of the whole job's speed, where the learner is
+  the bottleneck (2 CPU cores, Atari);
+- ``speedup``: compiled over eager per precision and thread count; ``compile_auto``: what
+  ``model.compile = "auto"`` decides for this config here; ``machine``: the CPU, its bf16 units, torch.
+
+The step is PPO's loss for every algorithm: the model's forward and backward are the cost that
+compiling and precision change; A2C's and V-trace's loss terms cost little beside them. Each setting is
+timed for ``--seconds`` after a warm-up (which includes compiling: ``compile_s``), one after the other in
+this process; ratios are taken between settings of this same invocation.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+
+from fastrl.config import Config, ConfigError
+
+WARM_UP_STEPS = 3
+
+
+def measure(config: str | None = None, overrides: list[str] = (), seconds: float = 3.0,
+            threads: list[int] | None = None) -> dict:
+    import torch
+
+    import fastrl
+    from fastrl.bench.machine import BF16_FLAGS, machine_info
+    from fastrl.envs.registry import probe_env
+    from fastrl.models.compiling import compiles
+    from fastrl.models.policy import build_policy
+
+    resolved = fastrl.api.resolve_config(config, list(overrides))
+    if resolved.model.lstm:
+        raise ConfigError(f"fastrl bench learner measures feed-forward models; model.lstm = {resolved.model.lstm}: "
+                          "add --set model.lstm=0 for its encoder's numbers")
+    info = probe_env(resolved.env)
+    machine = machine_info()
+    threads = threads or sorted({1, resolved.engine.learner_threads, machine["cores"]})
+    probe = build_policy(info, resolved, "cpu")
+    precisions = ["fp32"] + (["bf16"] if hasattr(probe, "set_precision") and any(machine[f] for f in BF16_FLAGS) else [])
+    batch, passes = _minibatch(resolved)
+    frame_skip = resolved.env.atari.frame_skip if _is_atari(resolved) else 1
+    rows = {"train": [], "forward": []}
+    for precision in precisions:
+        config_p = dataclasses.replace(resolved, model=dataclasses.replace(resolved.model, precision=precision))
+        for count in threads:
+            torch.set_num_threads(count)
+            for compiled in (False, True):
+                setting = {"precision": precision, "threads": count, "compiled": compiled}
+                train, forward = _time_setting(info, config_p, compiled, batch, resolved.engine.micro_batch, seconds)
+                rows["train"].append({**setting, **train,
+                                      "frames_s_cap": round(train["samples_s"] / passes * frame_skip, 1)})
+                rows["forward"].append({**setting, **forward})
+    return {
+        "bench": "learner", "config": config, "overrides": list(overrides), "model": type(probe).__name__,
+        "algo": resolved.algo.name, "minibatch": batch, "passes_per_rollout": passes,
+        "micro_batch": resolved.engine.micro_batch, "seconds": seconds, **rows,
+        "speedup": _speedups(rows),
+        "compile_auto": compiles(resolved, torch.device("cpu"), image_model=hasattr(probe, "set_precision")),
+        "machine": machine,
+    }
+
+
+def _is_atari(config: Config) -> bool:
+    from fastrl.envs.atari import is_atari_id
+
+    return is_atari_id(config.env.id)
+
+
+def _minibatch(config: Config) -> tuple[int, int]:
+    """Rows of one training step and how many steps' worth of passes a rollout's rows get."""
+    algo, engine = config.algo, config.engine
+    rows = engine.envs * engine.rollout
+    if algo.name == "ppo":
+        return -(-rows // algo.minibatches), algo.epochs
+    if algo.name == "impala":
+        return algo.batch_slots * engine.rollout, 1
+    return rows, 1
+
+
+def _time_setting(info, config: Config, compiled: bool, batch: int, micro_batch: int, seconds: float):
+    import torch
+    import torch._dynamo
+
+    from fastrl.algos.a2c import make_optimizer
+    from fastrl.models.compiling import compile_policy
+    from fastrl.models.distributions import distribution_for
+    from fastrl.models.policy import build_policy
+
+    torch._dynamo.reset()  # each setting compiles afresh (inductor's disk cache still serves)
+    torch.manual_seed(0)
+    model = compile_policy(build_policy(info, config, "cpu"), compiled)
+    optimizer = make_optimizer(model, config.algo)
+    data = _random_batch(info, batch)
+    distribution = distribution_for(info.action)
+    step = lambda: _train_step(model, optimizer, data, config.algo, distribution)  # noqa: E731
+    train = _rate(step, batch, seconds)
+    model.eval()
+    obs = data.obs[:micro_batch]
+
+    def forward():
+        with torch.inference_mode():
+            model(obs)
+
+    return train, _rate(forward, micro_batch, seconds)
+
+
+def _rate(call, rows: int, seconds: float) -> dict:
+    begun = time.perf_counter()
+    for _ in range(WARM_UP_STEPS):
+        call()
+    warm_up = time.perf_counter() - begun
+    count, begun = 0, time.perf_counter()
+    while count < 2 or time.perf_counter() - begun < seconds:
+        call()
+        count += 1
+    return {"samples_s": round(count * rows / (time.perf_counter() - begun), 1), "warm_up_s": round(warm_up, 2)}
+
+
+def _random_batch(info, size: int):
+    import numpy as np
+    import torch
+
+    from fastrl.algos.ppo import PPOBatch
+
+    rng = np.random.default_rng(0)
+    dtype = np.dtype(info.obs_dtype)
+    if dtype == np.uint8:
+        obs = rng.integers(0, 256, (size, *info.obs_shape), dtype=np.uint8)
+    else:
+        obs = rng.standard_normal((size, *info.obs_shape)).astype(dtype)
+    action = np.zeros((size, *info.action.slot_shape), info.action.slot_dtype)
+    floats = lambda: torch.from_numpy(rng.standard_normal(size).astype(np.float32))  # noqa: E731
+    return PPOBatch(torch.from_numpy(obs), torch.from_numpy(action), floats() - 2.0, floats(), floats(), floats())
+
+
+def _train_step(model, optimizer, data, algo, distribution) -> None:
+    import torch
+
+    from fastrl.algos.ppo import ppo_loss
+
+    optimizer.zero_grad(set_to_none=True)
+    loss, _ = ppo_loss(model, data, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef, True,
+                       distribution=distribution)
+    loss.backward()
+    if algo.max_grad_norm > 0:  # 0 disables the clip, as in the learner
+        torch.nn.utils.clip_grad_norm_(model.parameters(), algo.max_grad_norm)
+    optimizer.step()
+
+
+def _speedups(rows: dict) -> dict:
+    """compiled / eager samples/s, by what is measured, precision and thread count."""
+    out = {}
+    for what, table in rows.items():
+        eager = {(r["precision"], r["threads"]): r["samples_s"] for r in table if not r["compiled"]}
+        for r in table:
+            if r["compiled"]:
+                key = f"{what}_{r['precision']}_{r['threads']}t"
+                out[key] = round(r["samples_s"] / eager[(r["precision"], r["threads"])], 3)
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", nargs="?", help="TOML config (default: the default job)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per setting (default 3)")
+    parser.add_argument("--threads", type=int, nargs="+", help="torch thread counts (default: 1, the learner's, all cores)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.seconds <= 0 or (args.threads and min(args.threads) < 1):
+        print("fastrl: bad options: --seconds must be > 0 and --threads >= 1", file=sys.stderr)
+        return 2
+    try:
+        result = measure(args.config, args.set, args.seconds, args.threads)
+    except ConfigError as exc:
+        print(f"fastrl: bad config: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    raise SystemExit(run(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
