@@ -44,6 +44,7 @@ def measure(config: str | None = None, overrides: list[str] = (), seconds: float
     from fastrl.envs.registry import probe_env
     from fastrl.models.compiling import compiles
     from fastrl.models.policy import build_policy
+    from fastrl.process.auto_layout import Machine, choose_learner_threads
 
     resolved = fastrl.api.resolve_config(config, list(overrides))
     if resolved.model.lstm:
@@ -51,9 +52,11 @@ def measure(config: str | None = None, overrides: list[str] = (), seconds: float
                           "add --set model.lstm=0 for its encoder's numbers")
     info = probe_env(resolved.env)
     machine = machine_info()
-    threads = threads or sorted({1, resolved.engine.learner_threads, machine["cores"]})
     probe = build_policy(info, resolved, "cpu")
-    precisions = ["fp32"] + (["bf16"] if hasattr(probe, "set_precision") and any(machine[f] for f in BF16_FLAGS) else [])
+    image_model = hasattr(probe, "set_precision")
+    threads = threads or sorted({1, choose_learner_threads(resolved.engine, Machine.detect(), image_model),
+                                 machine["cores"]})
+    precisions = ["fp32"] + (["bf16"] if image_model and any(machine[f] for f in BF16_FLAGS) else [])
     batch, passes = _minibatch(resolved)
     frame_skip = resolved.env.atari.frame_skip if _is_atari(resolved) else 1
     rows = {"train": [], "forward": []}
@@ -72,7 +75,7 @@ def measure(config: str | None = None, overrides: list[str] = (), seconds: float
         "algo": resolved.algo.name, "minibatch": batch, "passes_per_rollout": passes,
         "micro_batch": resolved.engine.micro_batch, "seconds": seconds, **rows,
         "speedup": _speedups(rows),
-        "compile_auto": compiles(resolved, torch.device("cpu"), image_model=hasattr(probe, "set_precision")),
+        "compile_auto": compiles(resolved, torch.device("cpu"), image_model),
         "machine": machine,
     }
 

@@ -94,10 +94,10 @@ def compiles(config: Config, device: torch.device, image_model: bool) -> bool:
     return device.type == "cpu" and image_model and config.run.total_frames >= COMPILE_PAYS_FRAMES
 
 
-def resolve_compile(config: Config, device: torch.device, model: nn.Module) -> Config:
+def resolve_compile(config: Config, device: torch.device, image_model: bool) -> Config:
     """``config`` with ``model.compile`` a bool (what every process of the run then does; config.toml
-    records it). ``model``: the run's policy, as built (whether it is a built-in image model)."""
-    setting = compiles(config, device, image_model=hasattr(model, "set_precision"))
+    records it); ``image_model``: the run's policy is a built-in CNN (or ``multi``)."""
+    setting = compiles(config, device, image_model)
     if config.model.compile == AUTO:
         log.info("model.compile = 'auto': %s", "compiled (torch.compile)" if setting else "eager")
     return dataclasses.replace(config, model=dataclasses.replace(config.model, compile=setting))

@@ -1,4 +1,4 @@
-"""``engine.executors / actors / inline_actors = "auto"``: the process layout chosen for the machine.
+"""``engine.executors / actors / inline_actors / learner_threads = "auto"``: the process layout chosen for the machine.
 
 Resolved once, in the main process, before anything starts (``plan_run``); the run directory's
 ``config.toml`` then holds the numbers, so the run repeats anywhere. The rules are those the
@@ -7,8 +7,10 @@ README's "Tuning on a given machine" measured (2 cores, Pong hts, 16 envs):
 - **CPU only** (no CUDA device in use): one executor per core given to stepping, each running
   its envs' forward inline (``actors = executors``): 2 executors with inline actors ran 2.86K
   frames/s against 2.75K for 2 executors + 1 actor process and 2.67K for 1 + 1. Up to
-  ``SHARED_LEARNER_CORES`` cores the learner shares the executors' cores (as measured); on
-  bigger machines each learner's threads get cores of their own (not measured: reasoning).
+  ``SHARED_LEARNER_CORES`` cores the learner shares the executors' cores, with a thread on each
+  (2 learner threads ran the Pong PPO job 1.8x faster than 1 on 2 cores: in sync the executors
+  wait while it learns); on bigger machines each learner's threads (a quarter of the cores, 2 to
+  ``MAX_LEARNER_THREADS``) get cores of their own (not measured: reasoning).
 - **CUDA** (``engine.device`` "cuda", or "auto" with a GPU): the CNN's forward leaves the
   executors' cores: 1 actor process on the GPU (2 from ``MANY_CORES`` cores, so one batch's
   transfer overlaps the other's forward), no inline actors, executors on the cores left after
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 
 SHARED_LEARNER_CORES = 4  # up to this many cores the learner shares them with the executors (measured on 2)
 MANY_CORES = 16  # from this many cores a GPU gets 2 actor processes
+MAX_LEARNER_THREADS = 8  # "auto" learner threads on big machines (not measured: reasoning)
 MAX_EXECUTORS = 32  # each executor is a process (with inline actors, one holding torch): start-up and memory
 
 
@@ -66,7 +69,20 @@ class Layout:
 
 
 def is_resolved(engine: EngineConfig) -> bool:
-    return AUTO not in (engine.executors, engine.actors, engine.inline_actors)
+    return AUTO not in (engine.executors, engine.actors, engine.inline_actors, engine.learner_threads)
+
+
+def choose_learner_threads(engine: EngineConfig, machine: Machine, image_model: bool = True) -> int:
+    """``engine.learner_threads``: as given, or chosen for ``machine`` (see the field's doc); ``image_model``:
+    the run's policy is a built-in CNN (an MLP's step is too small to split: 2 threads ran Hopper 5x slower)."""
+    if engine.learner_threads != AUTO:
+        return engine.learner_threads
+    if not image_model or engine.device == "cuda" or (engine.device == "auto" and machine.cuda):
+        return 1  # too little to split, or the GPU computes and a thread feeds it
+    if machine.cores <= SHARED_LEARNER_CORES:  # measured on 2 cores: sharing the executors' cores pays
+        return max(1, machine.cores // engine.learners)
+    # not measured: a CNN step scales sublinearly past a few threads, and the executors need the rest
+    return max(2, min(MAX_LEARNER_THREADS, machine.cores // (4 * engine.learners)))
 
 
 def choose_layout(engine: EngineConfig, machine: Machine) -> Layout:
@@ -98,7 +114,10 @@ def choose_layout(engine: EngineConfig, machine: Machine) -> Layout:
 
 def _learner_cores(engine: EngineConfig, machine: Machine) -> int:
     """Cores kept for the learners' threads: none on a small machine, where sharing measured best."""
-    return 0 if machine.cores <= SHARED_LEARNER_CORES else engine.learners * engine.learner_threads
+    if machine.cores <= SHARED_LEARNER_CORES:
+        return 0
+    threads = engine.learner_threads if engine.learner_threads != AUTO else choose_learner_threads(engine, machine)
+    return engine.learners * threads
 
 
 def _balanced(cores: int, envs: int) -> int:
@@ -108,8 +127,9 @@ def _balanced(cores: int, envs: int) -> int:
     return math.ceil(envs / busiest)
 
 
-def resolve_layout(config: Config, machine: Machine | None = None) -> Config:
-    """``config`` with its "auto" layout keys chosen for ``machine`` (default: this one), checked again.
+def resolve_layout(config: Config, machine: Machine | None = None, image_model: bool = True) -> Config:
+    """``config`` with its "auto" layout keys chosen for ``machine`` (default: this one), checked again;
+    ``image_model``: whether the run's policy is a built-in CNN (``choose_learner_threads``).
 
     A config without "auto" keys comes back unchanged (the same object).
     """
@@ -118,9 +138,11 @@ def resolve_layout(config: Config, machine: Machine | None = None) -> Config:
         return config
     machine = machine or Machine.detect()
     layout = choose_layout(engine, machine)
-    resolved = dataclasses.replace(config, engine=dataclasses.replace(
-        engine, executors=layout.executors, actors=layout.actors, inline_actors=layout.inline_actors))
+    engine = dataclasses.replace(engine, executors=layout.executors, actors=layout.actors,
+                                 inline_actors=layout.inline_actors,
+                                 learner_threads=choose_learner_threads(engine, machine, image_model))
+    resolved = dataclasses.replace(config, engine=engine)
     validate(resolved)  # the cross-key checks (executors <= envs, inline needs actors = executors) on the numbers
-    log.info("process layout (engine.* = 'auto' on %d cores, %s): %s", machine.cores,
-             "CUDA" if machine.cuda else "no CUDA", layout.describe())
+    log.info("process layout (engine.* = 'auto' on %d cores, %s): %s, %d learner thread(s)", machine.cores,
+             "CUDA" if machine.cuda else "no CUDA", layout.describe(), engine.learner_threads)
     return resolved

@@ -92,8 +92,9 @@ def plan_run(config: Config) -> RunPlan:
         raise ConfigError(f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
                           f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
     _check_device(config.engine.device)
-    config = resolve_layout(config)  # once, here: every process gets the same numbers
-    config = resolve_compile(config, resolve_device(config.engine.device), policy)  # and the same graphs
+    image_model = hasattr(policy, "set_precision")  # a built-in CNN: threads and compiling pay for it
+    config = resolve_layout(config, image_model=image_model)  # once, here: every process gets the same numbers
+    config = resolve_compile(config, resolve_device(config.engine.device), image_model)  # and the same graphs
     engine = config.engine
     check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)
