@@ -4,9 +4,10 @@ On 2 CPU cores the learner's training step of the Nature CNN is the bottleneck o
 and the actors' forward is the next cost. Inductor fuses what eager PyTorch runs as separate passes
 over the batch: the uint8-to-float cast, the running normalisation and its clip, the ReLUs and their
 backward masks (in eager the normaliser alone took a sixth of a training step). The convolutions
-stay oneDNN's. Measured on a 2-vCPU AMD EPYC (Zen 4, no AMX), fp32, torch 2.13, 2 threads
-(``fastrl bench learner`` prints these numbers for any config): a 256-sample PPO step of the
-Nature CNN with normalised inputs 1.12-1.16x faster, an 8-row actor forward 1.44x.
+stay oneDNN's. Measured on a 2-vCPU AMD EPYC (Zen 4, no AMX), fp32, torch 2.13, with
+``fastrl bench learner`` (which prints these numbers for any config): a 256-sample PPO step of the
+Nature CNN with normalised inputs 1.57x faster on 2 threads (1.38x on 1), an 8-row actor forward
+1.64x (1.22x); in bf16 on the same CPU 1.05x and 1.08x (less to fuse beside faster convolutions).
 
 What compiling must not change, and why it does not:
 
@@ -46,7 +47,8 @@ from fastrl.config import AUTO, Config, ConfigError
 log = logging.getLogger(__name__)
 
 # "auto" compiles a run of at least this many env frames: compiling costs ~20 s of start-up without
-# inductor's cache (~3 s with it); a 1.12x faster learner at ~2K frames/s wins that back within ~400K frames.
+# inductor's cache (~3 s with it); a 1.4x faster learner at ~1.6K frames/s wins that back within ~150K frames,
+# and a run of 1M frames or more is long enough however the speed-up falls on another CPU.
 COMPILE_PAYS_FRAMES = 1_000_000
 
 
