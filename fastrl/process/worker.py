@@ -31,6 +31,8 @@ from fastrl.spec import RunSpec, WorkerIds
 POLL_TIMEOUT_S = 0.05
 BEAT_INTERVAL_S = 0.2
 PR_SET_PDEATHSIG = 1
+# How long a SIGTERM'd worker waits for a killed main process to be gone entirely (below).
+ORPHAN_WAIT_S = 0.5
 
 
 def _die_with_parent() -> None:
@@ -57,6 +59,18 @@ class _Termination:
         self.requested = True
         if self.immediate:
             sys.exit(143)
+
+
+def _orphaned(parent_pid: int, signalled: bool) -> bool:
+    """Whether the main process is gone. Linux sends PDEATHSIG when the *thread* that started us
+    exits, and getppid() changes only once the killed main process's last thread has: a worker
+    SIGTERM'd by a dying main process can see its old parent for a moment, so it waits for it."""
+    deadline = time.monotonic() + (ORPHAN_WAIT_S if signalled else 0.0)
+    while os.getppid() == parent_pid:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _beating_ids(role: str, index: int, ids: WorkerIds, inline: bool) -> list[int]:
@@ -114,7 +128,8 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
     else:
         _shutdown(component)
     finally:
-        if os.getppid() != parent_pid:  # the main process was killed (-9): nobody else will free the memory;
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second PDEATHSIG must not cut the clean-up short
+        if _orphaned(parent_pid, termination.requested):  # main was killed (-9): nobody else frees the memory;
             buffers.arena.unlink(orphaned=True)  # first, so a failing close below cannot skip it (the name only)
         if component is not None:
             component.close()
