@@ -300,6 +300,11 @@ class DistConfig:
         60.0, "a rank that does not answer a collective (or the rendezvous store) within this is a fault: every "
         "rank ends, naming it", min_exclusive=0.0,
     )
+    bucket_mb: float = _f(
+        1.0, "gradients are all-reduced in buckets of about this many MB, each started as soon as backward has "
+        "made it, so the exchange overlaps the rest of backward (DDP's bucketing); 0: one all-reduce after "
+        "backward", min=0.0,
+    )
 
 
 @dataclass

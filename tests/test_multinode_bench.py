@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from fastrl.bench.multinode import BenchFailed, Options, fit_alpha_beta, ring_allreduce_s, run_group
+from fastrl.bench.multinode import (BackwardProfile, BenchFailed, Options, exposed_allreduce_s, fit_alpha_beta,
+                                    ring_allreduce_s, run_group)
 from fastrl.cli import main as cli_main
 
 # the default sweep, 4 KiB (latency-bound) to 16 MiB (bandwidth-bound), 7 sizes: with fewer, a machine busy
@@ -38,6 +39,7 @@ def test_multinode_bench_reports_both_models_at_1_and_2_ranks_and_projects_them(
             steps = entry["steps_per_update"]
             assert row["update_compute_ms"] == pytest.approx(row["step_compute_ms"] * steps, rel=1e-3)
             assert 0 <= row["share"] < 1
+            assert row["step_overlapped_ms"] > 0 and 0 <= row["overlapped_share"] < 1
         near, far = entry["projection"]["8"], entry["projection"]["64"]
         assert far["step_allreduce_ms"] > near["step_allreduce_ms"] > 0 and far["share"] > near["share"]
         for p, row in ((8, near), (64, far)):
@@ -45,6 +47,18 @@ def test_multinode_bench_reports_both_models_at_1_and_2_ranks_and_projects_them(
             assert row["step_allreduce_ms"] == pytest.approx(expected, rel=1e-3)
             steps = entry["steps_per_update"]
             assert row["update_allreduce_ms"] == pytest.approx(row["step_allreduce_ms"] * steps, rel=1e-3)
+            assert row["overlapped_exposed_ms"] >= 0 and 0 <= row["overlapped_share"] < 1
+
+
+def test_only_what_outlasts_backward_is_exposed():
+    alpha, beta = 10e-6, 1e9  # one ring step 10 us; 1 GB/s
+    profile = BackwardProfile(bucket_bytes=[8_000_000, 400_000], ready_s=[0.001, 0.009], backward_end_s=0.010)
+    big, small = (ring_allreduce_s(8, n, alpha, beta) for n in profile.bucket_bytes)
+    # the big bucket runs from 1 ms while backward goes on; the small one waits for it, then for itself
+    assert exposed_allreduce_s(profile, 8, alpha, beta) == pytest.approx(max(0.001 + big, 0.009) + small - 0.010)
+    late = BackwardProfile(bucket_bytes=[8_000_000], ready_s=[0.010], backward_end_s=0.010)  # nothing to overlap
+    assert exposed_allreduce_s(late, 8, alpha, beta) == pytest.approx(big)
+    assert exposed_allreduce_s(BackwardProfile([4], [0.0], 1.0), 8, alpha, beta) == 0.0  # hidden entirely
 
 
 def test_the_fit_recovers_alpha_and_beta_of_the_ring_model_at_2_ranks():

@@ -22,7 +22,14 @@ Measured, in 1 and then 2 processes (ranks) of ``torch.distributed`` with the gl
 Every figure is the median of ``--repeats`` timed calls after ``--warmup`` untimed ones, taken
 per rank; across ranks the slowest rank's median is reported (an update waits for it). The
 all-reduce's share of an update is ``allreduce / (compute + allreduce)``: no overlap of
-communication with backward is assumed (the simple, synchronous learner).
+communication with backward (one all-reduce after backward).
+
+**The learner's overlap** (``fastrl/learning/gradient_buckets.py``): the learner all-reduces its
+gradients in buckets of ``dist.bucket_mb``, each started as soon as backward has made it. Measured:
+a step with that all-reduce (``step_overlapped_ms``; ``overlapped_share`` = what it adds over the
+compute, as a share of the step). Projected: the 1-rank step's profile (when each bucket is ready)
+with each bucket's all-reduce at the α-β cost, one at a time in order; what outlasts backward is
+``overlapped_exposed_ms`` and ``overlapped_share`` = exposed / (compute + exposed).
 
 **Projection model.** The α-β (latency-bandwidth) cost of a ring all-reduce of n bytes on p
 nodes: ``T(p, n) = 2(p-1)·α + 2(p-1)/p · n/β`` (reduce-scatter then all-gather: 2(p-1) steps, each
@@ -104,6 +111,17 @@ class RankTimes:
     step_s: list[float]  # per job
     allreduce_s: list[float]  # per job
     sweep_s: list[float]  # per sweep size; empty with 1 rank
+    overlapped_s: list[float] = field(default_factory=list)  # per job: a step with the learner's bucketed all-reduce
+    profiles: list[dict] = field(default_factory=list)  # per job: asdict(BackwardProfile)
+
+
+@dataclass(frozen=True)
+class BackwardProfile:
+    """When a step's gradient buckets are ready (medians, seconds from the step's start), the learner's layout."""
+
+    bucket_bytes: list[int]  # in the order their all-reduces start
+    ready_s: list[float]
+    backward_end_s: float
 
 
 @dataclass(frozen=True)
@@ -116,6 +134,8 @@ class RankResult:
     update_compute_ms: float
     update_allreduce_ms: float
     share: float  # allreduce / (compute + allreduce); the same per step and per update
+    step_overlapped_ms: float  # measured: a step whose all-reduce starts in buckets during backward (the learner's)
+    overlapped_share: float  # (step_overlapped - compute) / step_overlapped: what the overlap leaves exposed
 
 
 @dataclass(frozen=True)
@@ -125,6 +145,8 @@ class Projection:
     update_allreduce_ms: float
     update_ms: float  # 1-rank compute + projected all-reduce, per update
     share: float
+    overlapped_exposed_ms: float  # per step: what of the bucketed all-reduce outlasts backward (projected)
+    overlapped_share: float  # exposed / (compute + exposed)
 
 
 @dataclass(frozen=True)
@@ -245,17 +267,27 @@ def _median_s(fn, repeats: int, warmup: int) -> float:
     return statistics.median(times)
 
 
-def _time_step(job: Job, options: Options) -> float:
-    """Median seconds of one optimizer step on a random batch of the learner's size."""
+def _time_step(job: Job, options: Options, cohort=None) -> tuple[float, BackwardProfile]:
+    """Median seconds of one optimizer step on a random batch of the learner's size, and when its gradient
+    buckets were ready; with ``cohort`` the gradients are all-reduced as the learner does (in buckets started
+    during backward) before the clip."""
     import numpy as np
     import torch
 
     from fastrl.algos.a2c import make_optimizer
+    from fastrl.learning.gradient_buckets import MB, bucket_layout
     from fastrl.models.policy import build_policy
 
     torch.manual_seed(0)
     model = build_policy(job.env_info, job.config, device="cpu").train()
     optimizer = make_optimizer(model, job.config.algo)
+    params = list(model.parameters())
+    buckets = bucket_layout(params, int(job.config.dist.bucket_mb * MB))
+    stamps: dict[int, float] = {}
+    for index, p in enumerate(params):
+        p.register_post_accumulate_grad_hook(lambda p, index=index: stamps.__setitem__(index, time.perf_counter()))
+    if cohort is not None:
+        cohort.watch(model)
     shape = (job.step_rows, *job.env_info.obs_shape)
     dtype = np.dtype(job.env_info.obs_dtype)
     rng = np.random.default_rng(0)
@@ -263,17 +295,29 @@ def _time_step(job: Job, options: Options) -> float:
     values = rng.integers(0, 256, shape) if dtype == np.uint8 else rng.standard_normal(shape)
     obs = torch.from_numpy(values.astype(dtype))
     max_norm = job.config.algo.max_grad_norm
+    marks: list[tuple[list[float], float]] = []
 
     def step() -> None:
+        start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         logits, value = model(obs)
         loss = logits.logsumexp(-1).mean() + value.pow(2).mean()
         loss.backward()
+        marks.append(([max(stamps.get(i, start) for i in bucket) - start for bucket in buckets],
+                      time.perf_counter() - start))
+        if cohort is not None:
+            cohort.reduce_gradients([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
         if max_norm > 0:  # the learner clips before every step
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
         optimizer.step()
 
-    return _median_s(step, options.repeats, options.warmup)
+    median = _median_s(step, options.repeats, options.warmup)
+    timed = marks[options.warmup:]
+    profile = BackwardProfile(
+        bucket_bytes=[sum(params[i].numel() * FLOAT_BYTES for i in bucket) for bucket in buckets],
+        ready_s=[statistics.median(ready[b] for ready, _ in timed) for b in range(len(buckets))],
+        backward_end_s=statistics.median(end for _, end in timed))
+    return median, profile
 
 
 def _time_allreduce(numel: int, options: Options) -> float:
@@ -322,14 +366,21 @@ def _rank_main(rank: int, world: int, port: int, jobs: list[Job], options: Optio
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=options.timeout_s))
     try:
-        step_s, allreduce_s = [], []
+        from fastrl.learning.cohort import Cohort
+
+        step_s, allreduce_s, overlapped_s, profiles = [], [], [], []
         for job in jobs:
             dist.barrier()  # the ranks compute at the same time, as nodes would
-            step_s.append(_time_step(job, options))
+            step, profile = _time_step(job, options)
+            step_s.append(step)
+            profiles.append(asdict(profile))
             allreduce_s.append(_time_allreduce(job.numel, options))
+            dist.barrier()
+            cohort = Cohort(rank, world, torch.device("cpu"), job.config.dist.bucket_mb)
+            overlapped_s.append(_time_step(job, options, cohort)[0])
         sweep_s = [_time_allreduce(size // FLOAT_BYTES, options) for size in options.sweep_bytes] if world > 1 else []
         gathered: list = [None] * world
-        dist.all_gather_object(gathered, asdict(RankTimes(step_s, allreduce_s, sweep_s)))
+        dist.all_gather_object(gathered, asdict(RankTimes(step_s, allreduce_s, sweep_s, overlapped_s, profiles)))
         if rank == 0:
             Path(out_path).write_text(json.dumps(gathered))
     finally:
@@ -423,18 +474,34 @@ def _slowest(per_rank: list[RankTimes], attribute: str, index: int) -> float:
 def _rank_result(job: Job, ranks: int, per_rank: list[RankTimes], index: int) -> RankResult:
     step = _slowest(per_rank, "step_s", index)
     allreduce = _slowest(per_rank, "allreduce_s", index)
+    overlapped = _slowest(per_rank, "overlapped_s", index)
     return RankResult(ranks=ranks, step_compute_ms=_ms(step), step_allreduce_ms=_ms(allreduce),
                       update_compute_ms=_ms(step * job.steps_per_update),
                       update_allreduce_ms=_ms(allreduce * job.steps_per_update),
-                      share=round(allreduce / (step + allreduce), 4))
+                      share=round(allreduce / (step + allreduce), 4),
+                      step_overlapped_ms=_ms(overlapped),
+                      overlapped_share=round(max(overlapped - step, 0.0) / overlapped, 4))
 
 
-def _projection(job: Job, nodes: int, step_s: float, alpha_s: float, beta: float) -> Projection:
+def exposed_allreduce_s(profile: BackwardProfile, nodes: int, alpha_s: float, beta: float) -> float:
+    """What of the bucketed all-reduces outlasts backward on ``nodes``: each bucket starts once it is ready
+    and the one before it is done (one collective at a time, in order), at the α-β model's cost."""
+    done = 0.0
+    for ready, nbytes in zip(profile.ready_s, profile.bucket_bytes):
+        done = max(ready, done) + ring_allreduce_s(nodes, nbytes, alpha_s, beta)
+    return max(done - profile.backward_end_s, 0.0)
+
+
+def _projection(job: Job, nodes: int, step_s: float, profile: BackwardProfile, alpha_s: float,
+                beta: float) -> Projection:
     allreduce = ring_allreduce_s(nodes, job.numel * FLOAT_BYTES, alpha_s, beta)
+    exposed = exposed_allreduce_s(profile, nodes, alpha_s, beta)
     return Projection(nodes=nodes, step_allreduce_ms=_ms(allreduce),
                       update_allreduce_ms=_ms(allreduce * job.steps_per_update),
                       update_ms=_ms((step_s + allreduce) * job.steps_per_update),
-                      share=round(allreduce / (step_s + allreduce), 4))
+                      share=round(allreduce / (step_s + allreduce), 4),
+                      overlapped_exposed_ms=_ms(exposed),
+                      overlapped_share=round(exposed / (step_s + exposed), 4))
 
 
 def _ms(seconds: float) -> float:
@@ -489,7 +556,8 @@ def measure(configs: list[str] = DEFAULT_CONFIGS, repeats: int = 30, warmup: int
             steps_per_update=job.steps_per_update,
             ranks={str(world): _rank_result(job, world, groups[world], index) for world in RANK_COUNTS},
             model_at_2_ranks_ms=_ms(ring_allreduce_s(2, job.numel * FLOAT_BYTES, fitted_alpha, fitted_beta)),
-            projection={str(p): _projection(job, p, step_1, alpha, beta) for p in nodes},
+            projection={str(p): _projection(job, p, step_1, BackwardProfile(**groups[1][0].profiles[index]),
+                                            alpha, beta) for p in nodes},
         ))
     return {
         "bench": "multinode",
@@ -501,7 +569,9 @@ def measure(configs: list[str] = DEFAULT_CONFIGS, repeats: int = 30, warmup: int
         "repeats": repeats,
         "warmup": warmup,
         "timing": "median of repeats per rank, the slowest rank's; update = steps_per_update x the step's median; "
-                  "share = allreduce / (compute + allreduce), no overlap",
+                  "share = allreduce / (compute + allreduce), no overlap; overlapped_share: the learner's "
+                  "all-reduce in buckets started during backward, measured (ranks) and projected (projection: "
+                  "each bucket's all-reduce from when it is ready, one at a time, minus backward's end)",
         "models": [asdict(result) for result in models],
         "alpha_beta": asdict(alpha_beta),
     }

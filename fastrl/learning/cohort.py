@@ -3,7 +3,7 @@
 Every rank steps its own share of the envs and learns from its own storage; the learners keep
 bit-identical parameters by taking, at every optimizer step, the same gradient: the mean of
 every rank's, all-reduced before clipping (so the clip sees the global norm, as one learner
-over all the envs would). What else one learner over every env would compute from all of the
+over all the envs would), in buckets started while backward still runs (``gradient_buckets``). What else one learner over every env would compute from all of the
 data is made global the same way, so 2 ranks x 4 envs learn what 1 rank x 8 envs learns, up to
 float rounding:
 
@@ -30,6 +30,8 @@ from datetime import timedelta
 
 import torch
 
+from fastrl.learning.gradient_buckets import MB, OverlappedAllReduce
+
 log = logging.getLogger(__name__)
 
 
@@ -42,6 +44,9 @@ class Solo:
 
     rank, ranks = 0, 1
     seconds = 0.0  # spent in collectives with other ranks
+
+    def watch(self, net: torch.nn.Module) -> None:
+        """``net``'s backward passes make the gradients that ``reduce_gradients`` is given."""
 
     def reduce_gradients(self, grads: list[torch.Tensor]) -> None:
         pass
@@ -65,16 +70,19 @@ class Solo:
 class Cohort(Solo):
     """One learner of each rank, in the default process group (rank = the launch's rank)."""
 
-    def __init__(self, rank: int, ranks: int, device: torch.device):
+    def __init__(self, rank: int, ranks: int, device: torch.device, bucket_mb: float = 1.0):
         self.rank, self.ranks, self.device = rank, ranks, device
         self.seconds = 0.0  # spent in collectives (waiting for the slowest rank included)
+        self.gradients = OverlappedAllReduce(ranks, int(bucket_mb * MB), self._start_all_reduce, self._guarded)
+
+    def watch(self, net: torch.nn.Module) -> None:
+        self.gradients.watch(net)
 
     def reduce_gradients(self, grads: list[torch.Tensor]) -> None:
-        flat = torch.cat([g.reshape(-1) for g in grads]).to(self.device)
-        self._collective("gradient all-reduce", torch.distributed.all_reduce, flat)
-        flat /= self.ranks
-        for g, mean in zip(grads, flat.split([g.numel() for g in grads])):
-            g.copy_(mean.view_as(g))
+        self.gradients.reduce(grads)
+
+    def _start_all_reduce(self, flat: torch.Tensor):
+        return torch.distributed.all_reduce(flat, async_op=True)  # flat: made of gradients on self.device
 
     def agree(self, *wishes: bool) -> tuple[bool, ...]:
         flags = torch.tensor([int(w) for w in wishes], dtype=torch.int32, device=self.device)
@@ -103,10 +111,13 @@ class Cohort(Solo):
             total = merged
         return int(total), mean, var
 
-    def _collective(self, what: str, call, *args, **kwargs) -> None:
+    def _collective(self, what: str, call, *args, **kwargs):
+        return self._guarded(what, lambda: call(*args, **kwargs))
+
+    def _guarded(self, what: str, call):
         started = time.perf_counter()
         try:
-            call(*args, **kwargs)
+            return call()
         except Exception as exc:  # noqa: BLE001 - gloo and nccl raise RuntimeError subclasses of their own
             raise PeerRankLost(f"rank {self.rank}'s learner: the cross-rank {what} failed ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else ''}); another rank died, hung past "
@@ -135,7 +146,7 @@ def join_cohort(spec, device: torch.device) -> Solo:
     if spec.ranks is None or spec.gala:
         return Solo()
     join_group(spec.ranks, spec.ranks.rank, spec.ranks.ranks, device)
-    return Cohort(spec.ranks.rank, spec.ranks.ranks, device)
+    return Cohort(spec.ranks.rank, spec.ranks.ranks, device, spec.config.dist.bucket_mb)
 
 
 def leave_group() -> None:

@@ -92,6 +92,8 @@ class Learner:
         self.rule = make_rule(self.algo.name, self.mode.policy_lag, self.model, self.algo, self.device, self.step,
                               config.run.seed, self.cohort, distribution=distribution_for(spec.env_info.action))
         self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
+        for net in self.rule.differentiated():
+            self.cohort.watch(net)
         self.gossip = Gossip(spec, buffers, index, self.model, worker) if spec.gala else None
         self.rule.warm_up(self._zero_storage())
         if spec.resume is not None:

@@ -83,6 +83,11 @@ class UpdateRule:
         """The net the learner's optimizer steps."""
         return self.model
 
+    def differentiated(self) -> list[torch.nn.Module]:
+        """The nets whose backward passes make the gradients of this rule's updates (torchrun's
+        all-reduce starts during them: ``Cohort.watch``)."""
+        return []
+
     def warm_up(self, storage: dict[str, np.ndarray]) -> None:
         """One loss and backward on a zero storage of an update's shape, so the first update pays no JIT,
         lazy-init or compile cost."""
@@ -126,6 +131,9 @@ class Gradient(UpdateRule):
 
     def _loss(self, net: torch.nn.Module, storage):
         raise NotImplementedError
+
+    def differentiated(self):
+        return [self._acting()]
 
     def warm_up(self, storage):
         self._loss(self.model, storage)[0].backward()
@@ -195,6 +203,9 @@ class PPO(UpdateRule):
         self.trainee = copy.deepcopy(self.model) if lag else self.model
         self.pending = False  # the trainee holds epochs not yet handed over
         self.norm = 0.0  # gradient norm of the trainee's last step, counted when it is handed over
+
+    def differentiated(self):
+        return [self.trainee]
 
     @property
     def trained(self) -> torch.nn.Module:
