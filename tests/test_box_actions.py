@@ -82,7 +82,7 @@ def test_box_parameters_do_not_depend_on_process_layout_or_timing(tmp_path, mode
         assert _identical(results[0], other)
 
 
-@pytest.mark.parametrize(("mode", "algo"), [("sync", "a2c"), ("hts", "ppo")])
+@pytest.mark.parametrize(("mode", "algo"), [pytest.param("sync", "a2c", marks=pytest.mark.slow), ("hts", "ppo")])  # sync: slow run
 def test_a_box_run_resumed_at_a_checkpoint_equals_the_uninterrupted_one(tmp_path, mode, algo):
     env = "MountainCarContinuous-v0"
     _, whole = _train(tmp_path, "whole", "engine.serial=true", env=env, mode=mode, algo=algo)
@@ -115,7 +115,7 @@ def test_eval_and_load_policy_play_a_box_run(tmp_path):
     assert head.shape == (1, 2) and value.shape == (1,)  # mean, log-std
 
 
-@pytest.mark.parametrize("mode", ["sync", "hts"])
+@pytest.mark.parametrize("mode", [pytest.param("sync", marks=pytest.mark.slow), "hts"])  # sync: slow run
 def test_multi_discrete_runs_and_serial_equals_processes(tmp_path, mode):
     env = "tests.target_env:make_multi"
     _, serial = _train(tmp_path, "serial", "engine.serial=true", env=env, mode=mode, algo="a2c")

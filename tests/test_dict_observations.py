@@ -159,7 +159,7 @@ X2A2 = ("x2a2", ("engine.executors=2", "engine.actors=2", "engine.step_delay_s=0
 
 
 @pytest.mark.parametrize("env, extra, layouts", [
-    (CARTPOLE, ("model.normalize_obs=true",), (SERIAL, X1A1, X2A2)),
+    pytest.param(CARTPOLE, ("model.normalize_obs=true",), (SERIAL, X1A1, X2A2), marks=pytest.mark.slow),  # the flat Dict: slow run
     (IMAGE_VECTOR, (*SMALL_CNN, "model.normalize_obs=true"), (SERIAL, X2A2)),  # the multi model in micro-batches
 ])
 def test_dict_runs_do_not_depend_on_process_layout(tmp_path, env, extra, layouts):

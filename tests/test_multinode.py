@@ -52,13 +52,15 @@ def _rank_dir(run_dir: Path, rank: int) -> Path:
     return run_dir if rank == 0 else run_dir / "ranks" / f"rank-{rank}"
 
 
-@pytest.mark.parametrize("config, frames", [
-    ("configs/cartpole_sync.toml", 2400),  # A2C in lockstep: 60 updates
-    ("configs/cartpole_hts.toml", 2400),  # the delayed gradient, envs running ahead
-    ("configs/cartpole_ppo.toml", 2048),  # PPO: global minibatches, advantages normalised over them; 8 x 16 steps
+@pytest.mark.parametrize("config, frames, buckets", [
+    ("configs/cartpole_sync.toml", 2400, "dist.bucket_mb=1.0"),  # A2C in lockstep: 60 updates; one bucket
+    # the delayed gradient, envs running ahead; gradients all-reduced in ~10 buckets of 1 KB during backward
+    pytest.param("configs/cartpole_hts.toml", 2400, "dist.bucket_mb=0.001", marks=pytest.mark.slow),
+    # PPO: global minibatches, advantages normalised over them; 8 x 16 steps; buckets as above
+    ("configs/cartpole_ppo.toml", 2048, "dist.bucket_mb=0.001"),
 ])
-def test_two_ranks_of_four_envs_learn_what_one_rank_of_eight_learns(tmp_path, config, frames):
-    overrides = [*QUICK, f"run.total_frames={frames}"]
+def test_two_ranks_of_four_envs_learn_what_one_rank_of_eight_learns(tmp_path, config, frames, buckets):
+    overrides = [*QUICK, f"run.total_frames={frames}", buckets]
     proc = _torchrun(tmp_path / "ranks", config, *overrides)
     err = _finish(proc)
     assert proc.returncode == 0, err

@@ -55,6 +55,7 @@ def _log(run_dir: Path) -> str:
     return "".join((run_dir / "logs" / f"rank-{r}.log").read_text() for r in (0, 1))
 
 
+@pytest.mark.slow  # gala across ranks; the bound on one machine stays in the default run (test_gala.py)
 def test_deterministic_ring_over_two_ranks_stays_within_proposition_1(tmp_path):
     """The fixed schedule over 4 learners on 2 ranks: X^{k+1} = W (X^k - Δ^k), so every learner's distance to the
     mean of all 4 at one update stays within √4 λ/(1-λ) L, λ = cos(π/4)."""

@@ -131,7 +131,7 @@ def _scaling(run) -> dict:
     return load_checkpoint(run)["resume"]["reward_scaling"]
 
 
-@pytest.mark.parametrize("mode", ["sync", "hts"])
+@pytest.mark.parametrize("mode", [pytest.param("sync", marks=pytest.mark.slow), "hts"])  # sync: one barrier order, in the slow run
 def test_parameters_and_statistics_do_not_depend_on_process_layout_or_timing(tmp_path, mode):
     """Pendulum PPO, 1/1 and 2/2 executors/actors with random step delays: bit-identical after 20 updates."""
     results = []
@@ -148,7 +148,7 @@ def test_parameters_and_statistics_do_not_depend_on_process_layout_or_timing(tmp
         assert not _identical(model, load_checkpoint(raw)["model"])
 
 
-@pytest.mark.parametrize(("mode", "algo"), [("sync", "a2c"), ("hts", "ppo")])
+@pytest.mark.parametrize(("mode", "algo"), [pytest.param("sync", "a2c", marks=pytest.mark.slow), ("hts", "ppo")])  # sync: slow run
 def test_a_run_resumed_at_a_checkpoint_equals_the_uninterrupted_one(tmp_path, mode, algo):
     _, whole = _train(tmp_path, "whole", "engine.serial=true", mode=mode, algo=algo)
     _, half = _train(tmp_path, "half", "run.total_frames=400", mode=mode, algo=algo)
