@@ -39,10 +39,14 @@ class FakeRanks:
         self.reducer.watch(net)
         self.layout = bucket_layout(list(net.parameters()), cap_bytes)
 
-    def start(self, flat: torch.Tensor) -> _Work:
+    def start(self, flat: torch.Tensor, asynchronous: bool) -> _Work | None:
         bucket = self.layout[sum(1 for entry in self.log if entry[0] == "start") % len(self.layout)]
         self.log.append(("start", flat.numel()))
-        return _Work(flat, torch.cat([self.other[i].reshape(-1) for i in bucket]), self.log)
+        work = _Work(flat, torch.cat([self.other[i].reshape(-1) for i in bucket]), self.log)
+        if asynchronous:
+            return work
+        work.wait()  # a blocking all-reduce: done on return
+        return None
 
 
 def _backward(net: torch.nn.Module, seed: int) -> list[torch.Tensor]:
@@ -75,6 +79,18 @@ def test_a_bucket_starts_while_backward_still_runs_and_the_result_is_the_ranks_m
                                                                      for bucket in ranks.layout]
     for g, m, o in zip(grads, mine, other):
         assert torch.allclose(g, (m + o) / 2)
+
+
+def test_a_model_of_one_bucket_is_all_reduced_after_backward_blocking():
+    net = _net()
+    other = [torch.ones_like(p) for p in net.parameters()]
+    ranks = FakeRanks(net, 1 << 20, other)  # the whole model in one bucket: nothing to overlap
+    grads = _backward(net, seed=6)
+    assert ranks.log == []  # no hooks: backward started nothing
+    mine = [g.clone() for g in grads]
+    ranks.reducer.reduce(grads)
+    assert ranks.log == [("start", sum(g.numel() for g in grads)), ("wait", sum(g.numel() for g in grads))]
+    assert all(torch.allclose(g, (m + 1) / 2) for g, m in zip(grads, mine))
 
 
 def test_a_rank_without_a_backward_issues_the_same_buckets_in_the_same_order():

@@ -81,8 +81,8 @@ class Cohort(Solo):
     def reduce_gradients(self, grads: list[torch.Tensor]) -> None:
         self.gradients.reduce(grads)
 
-    def _start_all_reduce(self, flat: torch.Tensor):
-        return torch.distributed.all_reduce(flat, async_op=True)  # flat: made of gradients on self.device
+    def _start_all_reduce(self, flat: torch.Tensor, asynchronous: bool):
+        return torch.distributed.all_reduce(flat, async_op=asynchronous)  # flat: gradients on self.device
 
     def agree(self, *wishes: bool) -> tuple[bool, ...]:
         flags = torch.tensor([int(w) for w in wishes], dtype=torch.int32, device=self.device)
