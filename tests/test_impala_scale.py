@@ -1,4 +1,4 @@
-"""configs/pong_impala.toml is the IMPALA paper's Atari settings turned from its summed loss into fastrl's means."""
+"""configs/pong_impala_paper.toml is the IMPALA paper's Atari settings turned from its summed loss into fastrl's means."""
 import math
 from pathlib import Path
 
@@ -9,7 +9,7 @@ PAPER = {"baseline_cost": 0.5, "entropy_cost": 0.01, "lr": 6e-4, "rmsprop_eps": 
 
 
 def test_pong_impala_matches_the_papers_atari_settings_on_the_mean_loss():
-    config = load_config(Path(__file__).parent.parent / "configs" / "pong_impala.toml")
+    config = load_config(Path(__file__).parent.parent / "configs" / "pong_impala_paper.toml")
     algo, engine = config.algo, config.engine
     steps = engine.rollout * algo.batch_slots  # N: the paper sums over these, fastrl averages
     assert (engine.rollout, algo.batch_slots, engine.envs) == (PAPER["unroll"], PAPER["batch"], PAPER["actors"])

@@ -18,7 +18,7 @@ mean H``, which is L_paper / N when ``value_coef = baseline_cost / 2`` (the pape
 here) and ``entropy_coef = entropy_cost``. Its gradients are therefore N times smaller: RMSProp's
 step does not change, except through epsilon (TensorFlow's sqrt(E[g²] + ε) on the sum matches
 torch's sqrt(E[g²]) + sqrt(ε)/N on the mean within a factor √2), and a global-norm clip c on the
-sum's gradient is c / N here. ``configs/pong_impala.toml`` sets the paper's Atari values so.
+sum's gradient is c / N here. ``configs/pong_impala_paper.toml`` sets the paper's Atari values so.
 """
 from __future__ import annotations
 
