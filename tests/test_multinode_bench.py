@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from fastrl.bench.multinode import (BackwardProfile, BenchFailed, Options, exposed_allreduce_s, fit_alpha_beta,
-                                    ring_allreduce_s, run_group)
+from fastrl.bench.multinode import (BackwardProfile, BenchFailed, Options, _delivered, exposed_allreduce_s,
+                                    fit_alpha_beta, ring_allreduce_s, run_group)
 from fastrl.cli import main as cli_main
 
 # the default sweep, 4 KiB (latency-bound) to 16 MiB (bandwidth-bound), 7 sizes: with fewer, a machine busy
@@ -75,6 +75,13 @@ def test_a_group_past_its_time_limit_is_stopped_and_leaves_nothing_running():
     # the ranks are still importing torch after 0.2 s; the autouse no_leaks fixture checks they are gone
     with pytest.raises(BenchFailed, match="timeout"):
         run_group(2, [], Options(repeats=1, warmup=0, sweep_bytes=(4096,), timeout_s=0.2))
+
+
+def test_results_written_whole_survive_a_rank_aborted_while_the_group_is_torn_down(tmp_path):
+    out = tmp_path / "ranks.json"
+    assert not _delivered(str(out), [], grace_s=0.0)  # a rank failed before the results: the bench fails
+    out.write_text("[]")
+    assert _delivered(str(out), [], grace_s=0.0)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -81,6 +81,10 @@ class BenchFailed(RuntimeError):
     """A rank failed or the group ran past its time limit (every rank was stopped)."""
 
 
+class RankFailed(BenchFailed):
+    """A rank exited with a non-zero code."""
+
+
 @dataclass(frozen=True)
 class Job:
     """One config's model and batch, as every rank builds it."""
@@ -381,8 +385,10 @@ def _rank_main(rank: int, world: int, port: int, jobs: list[Job], options: Optio
         sweep_s = [_time_allreduce(size // FLOAT_BYTES, options) for size in options.sweep_bytes] if world > 1 else []
         gathered: list = [None] * world
         dist.all_gather_object(gathered, asdict(RankTimes(step_s, allreduce_s, sweep_s, overlapped_s, profiles)))
-        if rank == 0:
-            Path(out_path).write_text(json.dumps(gathered))
+        if rank == 0:  # whole or not at all: the parent may read it while another rank tears down
+            Path(out_path + ".part").write_text(json.dumps(gathered))
+            os.replace(out_path + ".part", out_path)
+        dist.barrier()  # nobody tears the group down while another rank still uses it
     finally:
         dist.destroy_process_group()
 
@@ -420,11 +426,26 @@ def run_group(world: int, jobs: list[Job], options: Options) -> list[RankTimes]:
         try:
             for process in processes:
                 process.start()
-            _watch(processes, time.monotonic() + options.timeout_s)
+            try:
+                _watch(processes, time.monotonic() + options.timeout_s)
+            except RankFailed as failure:
+                if not _delivered(out_path, processes):
+                    raise
+                logger.warning("multinode bench: %s after every rank's results were in; they are kept", failure)
             gathered = json.loads(Path(out_path).read_text())
         finally:
             _stop(processes)
     return [RankTimes(**entry) for entry in gathered]
+
+
+def _delivered(out_path: str, processes: list, grace_s: float = 5.0) -> bool:
+    """Whether the ranks' results were written whole although a rank failed: gloo can abort a rank
+    ("terminate called without an active exception") while the group is torn down after the last
+    collective. Waits up to ``grace_s`` for the other ranks to finish."""
+    deadline = time.monotonic() + grace_s
+    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return os.path.exists(out_path)
 
 
 def _watch(processes: list, deadline: float) -> None:
@@ -438,7 +459,7 @@ def _watch(processes: list, deadline: float) -> None:
             process = next(p for p in running if p.sentinel == sentinel)
             process.join()
             if process.exitcode != 0:
-                raise BenchFailed(f"{process.name} exited with code {process.exitcode} (its traceback is above)")
+                raise RankFailed(f"{process.name} exited with code {process.exitcode} (its traceback is above)")
             running.remove(process)
 
 
