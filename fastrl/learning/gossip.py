@@ -44,6 +44,10 @@ CONSUMED, FINAL = VERSION + 1, VERSION + 2
 POSTED, REDUCE_FINAL = 0, 1
 BEAT_INTERVAL_S = 0.2
 MAX_PAUSE_S = 0.001
+# ‖x_i − x̄‖ reads every learner's θ (a copy of each and a float64 mean): on the Pong CNN that cost
+# as much as a quarter of a 40-sample update, so it is sampled, not taken after every update. Metrics
+# lines (every run.log_interval_s) read it, so a few samples per line are plenty.
+CONSENSUS_INTERVAL_S = 0.5
 
 
 class PeerFinished(Exception):
@@ -109,6 +113,7 @@ class Gossip:
         self.published = [buffers.shared_params(j) for j in range(self.learners)]
         self.snapshot = torch.empty((self.learners, buffers.shared_params(learner, "mailbox").flat.numel()),
                                     dtype=torch.float32)
+        self.measured_at = -float("inf")  # perf_counter of the last consensus sample
 
     def _inbox(self, buffers: RunBuffers, member: int):
         if not self.place.is_local(member):
@@ -218,12 +223,18 @@ class Gossip:
     # ------------------------------------------------------------------ consensus
 
     @torch.no_grad()
-    def measure(self, model: torch.nn.Module) -> None:
-        """‖x_i − x̄‖ over every learner's published θ (this one's just published), and the bound beside it.
-        Under torchrun: over every rank's learners, in consensus rounds (``rank_gossip.ConsensusRounds``)."""
+    def measure(self, model: torch.nn.Module, final: bool = False) -> None:
+        """‖x_i − x̄‖ over every learner's published θ (this one's just published), and the bound beside it,
+        at most every ``CONSENSUS_INTERVAL_S`` and after the ``final`` update (the summary's figure). Under
+        torchrun: over every rank's learners, in consensus rounds (``rank_gossip.ConsensusRounds``, which every
+        learner steps after every update)."""
         if self.link is not None:
             self._measure_rounds(model)
             return
+        now = time.perf_counter()
+        if not final and now - self.measured_at < CONSENSUS_INTERVAL_S:
+            return
+        self.measured_at = now
         for j, params in enumerate(self.published):
             params.read_flat(self.snapshot[j])
         mean = self.snapshot.double().mean(0)

@@ -236,7 +236,7 @@ class Learner:
             if not save:
                 self.release(self.mode.schedule.release_target(self, j))
         if self.gossip is not None:
-            self.gossip.measure(self.model)
+            self.gossip.measure(self.model, final=last)
 
     def parks_at(self, j: int) -> bool:
         frames = (j + 1) * self.frames_per_update
