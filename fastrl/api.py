@@ -39,6 +39,20 @@ def load_policy(target: str | Path, params: str | int = "auto"):
     return load_trained(target, params).model
 
 
+def export_policy(target: str | Path, format: str = "onnx", out: str | Path | None = None,
+                  params: str | int = "auto", greedy: bool = False):
+    """Write a run's trained policy as an ONNX (``format="onnx"``, the ``fastrl[export]`` extra) or TorchScript
+    file that runs without fastrl: raw observation in (and an LSTM's state), logits or a Gaussian's mean and
+    log-std, the value (and the state) out; ``greedy`` adds the greedy action as the first output. The
+    normalisers are inside. ``target`` and ``params`` as ``load_policy``'s; ``out`` defaults to
+    ``RUN_DIR/policy.onnx`` (``policy.pt``). Returns a ``fastrl.export.ExportedPolicy`` (the file, its inputs'
+    and outputs' names and shapes); the file was checked against the eager policy before it was kept.
+    Raises ``ConfigError`` for bad input (a missing extra named)."""
+    from fastrl.export import export_policy as export
+
+    return export(target, format, out, params, greedy)
+
+
 def sweep_stale_segments() -> list[tuple[str, int]]:
     """Free the shared memory that runs killed with -9 left in /dev/shm, and say so."""
     from fastrl.buffers.arena import sweep_stale_segments as sweep

@@ -1,4 +1,4 @@
-"""The ``fastrl`` command: train, eval, plot, bench, cleanup, config.
+"""The ``fastrl`` command: train, eval, export, plot, bench, cleanup, config.
 
 Exit codes: 0 done, 1 a fault ended the run, 2 bad input (before anything started),
 130 Ctrl-C, 143 SIGTERM.
@@ -58,6 +58,21 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from fastrl.export import export_policy
+
+    try:
+        exported = export_policy(args.target, format=args.format, out=args.out, params=args.params,
+                                 greedy=args.greedy)
+    except ConfigError as exc:
+        print(f"fastrl export: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(json.dumps(dataclasses.asdict(exported), default=str))
+    return 0
+
+
 def _plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -96,6 +111,10 @@ def _bench(args: argparse.Namespace) -> int:
         from fastrl.bench.multinode import run
 
         return run(args)  # 2: bad input, 1: a rank failed
+    if args.bench == "suite":
+        from fastrl.bench.suite import run
+
+        return run(args)  # training runs: their exit codes are train's
     if args.bench == "learner":
         from fastrl.bench.learner import run
 
@@ -156,6 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--video", metavar="FILE", help="record the episodes into FILE.mp4 or FILE.gif "
                           "(Atari: the emulator's colour screen); needs pip install 'fastrl[video]'")
     evaluate.set_defaults(func=_eval)
+    export = sub.add_parser("export", help="write a trained policy as an ONNX or TorchScript file that runs without "
+                            "fastrl (normalisers inside; prints its inputs and outputs as JSON)")
+    export.add_argument("target", metavar="RUN", help="run directory, its checkpoints/ folder or a checkpoint file")
+    export.add_argument("--format", choices=("onnx", "torchscript"), default="onnx",
+                        help="onnx (needs pip install 'fastrl[export]') or torchscript (default onnx)")
+    export.add_argument("--out", metavar="FILE", help="where to write (default RUN/policy.onnx or RUN/policy.pt)")
+    export.add_argument("--params", default="auto", metavar="auto|average|learner-<i>",
+                        help="which parameters: auto (the target's checkpoint), average or learner-<i> (gala runs)")
+    export.add_argument("--greedy", action="store_true",
+                        help="also output the greedy action (the argmax, per dimension; a Gaussian's mean) first")
+    export.set_defaults(func=_export)
     plot = sub.add_parser("plot", help="learning curves of runs (return, fps, time split) into a PNG")
     plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories (each holds metrics.jsonl)")
     plot.add_argument("--x", choices=("frames", "seconds"), default="frames",
@@ -167,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.set_defaults(func=_cleanup)
     bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")
     benches = bench.add_subparsers(dest="bench", required=True)
-    from fastrl.bench import gala_straggler, hts_speedup, learner, multinode, policy_lag, sampling, time_to_score
+    from fastrl.bench import (gala_straggler, hts_speedup, learner, multinode, policy_lag, sampling, suite,
+                              time_to_score)
 
     sampling.add_arguments(benches.add_parser("sampling", help="engine vs raw emulator vs AtariVectorEnv"))
     learner.add_arguments(benches.add_parser(
@@ -179,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
         "multinode", help="gradient all-reduce per update, 1 and 2 ranks on localhost (gloo), projected to N nodes"))
     time_to_score.add_arguments(benches.add_parser(
         "time-to-score", help="train until the mean score of the last W episodes reaches a target, or a time cap"))
+    suite.add_arguments(benches.add_parser(
+        "suite", help="a config on several Atari games and seeds: human-normalised IQM and median with intervals"))
     bench.set_defaults(func=_bench)
     config = sub.add_parser("config", help="list every config key with its default and meaning")
     config.set_defaults(func=_config)
