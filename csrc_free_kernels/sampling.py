@@ -3,8 +3,10 @@
 Categorical (Discrete), one uniform number per row:
 
 Per row b: p_a = exp(l_a - max l) / sum_a' exp(l_a' - max l), in float64;
-action = the first a with p_0 + ... + p_a > u_b (A-1 if rounding leaves u_b above the
-total); logp = l_action - logsumexp(l).
+action = the first a with p_0 + ... + p_a > u_b (if rounding leaves u_b above the total: the
+last a with p_a > 0, which is A-1 unless its probability is exactly 0, as a masked action's is:
+``fastrl.models.action_mask``); logp = l_action - logsumexp(l). An action of probability 0 is
+never chosen: the cumulative sum does not grow at it.
 
 Each row is computed with plain scalar loops in a fixed order, so a row's action and
 logp depend only on that row's logits and u, bit for bit, whatever batch it sits in.
@@ -36,9 +38,13 @@ def _sample_row(logits, b, u):
     for a in range(n_actions):
         peak = max(peak, np.float64(logits[b, a]))
     total = 0.0
+    last = 0  # the last action of non-zero probability: what rounding that leaves u above the total falls to
     for a in range(n_actions):
-        total += math.exp(logits[b, a] - peak)
-    chosen = n_actions - 1
+        weight = math.exp(logits[b, a] - peak)
+        total += weight
+        if weight > 0.0:
+            last = a
+    chosen = last
     cumulative = 0.0
     for a in range(n_actions):
         cumulative += math.exp(logits[b, a] - peak) / total
@@ -254,8 +260,10 @@ def sample_from_u_reference(logits, u):
     shifted = l - l.max(axis=1, keepdims=True)
     log_z = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     logp_all = shifted - log_z
-    cdf = np.cumsum(np.exp(logp_all), axis=1)
+    probs = np.exp(logp_all)
+    cdf = np.cumsum(probs, axis=1)
     above = cdf > np.asarray(u, dtype=np.float64)[:, None]
-    actions = np.where(above.any(axis=1), above.argmax(axis=1), l.shape[1] - 1).astype(np.int64)
+    last = probs.shape[1] - 1 - np.argmax(probs[:, ::-1] > 0, axis=1)  # the last action of probability > 0
+    actions = np.where(above.any(axis=1), above.argmax(axis=1), last).astype(np.int64)
     logp = logp_all[np.arange(len(actions)), actions]
     return actions, logp.astype(np.float32)

@@ -94,6 +94,7 @@ class WithSpace(gym.Env):
     SPACES = {
         "discrete": gym.spaces.Discrete(3),
         "text": gym.spaces.Text(5),
+        "multi_discrete": gym.spaces.MultiDiscrete([2, 3]),
         "second_image": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
         "nested_discrete": gym.spaces.Dict({"inner": gym.spaces.Discrete(2)}),
         "bool_box": gym.spaces.Box(0, 1, (2,), np.bool_),
@@ -114,5 +115,34 @@ class WithSpace(gym.Env):
         return self.observation_space.sample(), 0.0, True, False, {}
 
 
-def with_space(kind: str = "discrete") -> gym.Env:
+def with_space(kind: str = "text") -> gym.Env:
     return WithSpace(kind)
+
+
+class DiscreteParts(gym.Env):
+    """A Dict of a vector, a Discrete(4, start=1) direction and MultiBinary(3) flags, random each step
+    (``value`` replaces one part's value: the per-step checks)."""
+
+    def __init__(self, bad: dict | None = None):
+        self.observation_space = gym.spaces.Dict({
+            "vec": gym.spaces.Box(-1, 1, (2,), np.float32),
+            "direction": gym.spaces.Discrete(4, start=1),
+            "flags": gym.spaces.MultiBinary(3),
+        })
+        self.action_space = gym.spaces.Discrete(2)
+        self.bad = bad or {}
+
+    def _obs(self) -> dict:
+        return {**self.observation_space.sample(), **self.bad}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 0.0, False, False, {}
+
+
+def discrete_parts(bad: dict | None = None) -> gym.Env:
+    return DiscreteParts(bad)

@@ -84,10 +84,9 @@ def test_a_chw_image_is_read_as_it_is():
 
 
 @pytest.mark.parametrize("kind, key, what", [
-    ("discrete", "extra", r"Discrete\(3\)"),
     ("text", "extra", r"Text\("),
+    ("multi_discrete", "extra", r"MultiDiscrete\(\[2 3\]\)"),
     ("second_image", "extra", r"a second uint8 image \(the first is 'image'\)"),
-    ("nested_discrete", "extra.inner", r"Discrete\(2\)"),
     ("bool_box", "extra", r"dtype bool"),
 ])
 def test_a_part_fastrl_cannot_take_is_named(kind, key, what):
@@ -96,9 +95,45 @@ def test_a_part_fastrl_cannot_take_is_named(kind, key, what):
 
 
 def test_a_refused_part_stops_the_run_before_any_worker_starts(tmp_path):
-    with pytest.raises(ConfigError, match=r"observation part 'extra' Discrete\(3\) is not supported"):
+    with pytest.raises(ConfigError, match=r"observation part 'extra' Text\(.*is not supported"):
         _train(tmp_path, "run", env="tests.dict_envs:with_space")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("kind", ["discrete", "nested_discrete"])
+def test_discrete_parts_are_taken_beside_an_image(kind):
+    layout = GymEnv("odd", dict_envs.with_space(kind)).obs_layout
+    assert layout.packed and layout.parts[-1].encoding == "one_hot"
+
+
+def test_discrete_and_multibinary_parts_are_stored_as_gymnasium_flatten_does():
+    env = dict_envs.discrete_parts()
+    adapter = GymEnv("parts", dict_envs.discrete_parts())
+    assert adapter.obs_shape == (2 + 4 + 3,) and not adapter.obs_layout.packed
+    # flatten's order: the Dict's keys sorted (direction, flags, vec)
+    assert [(p.name, p.encoding, p.shape) for p in adapter.obs_layout.parts] == [
+        ("direction", "one_hot", (4,)), ("flags", "binary", (3,)), ("vec", "box", (2,))]
+    rows = np.zeros((4, 9), np.float32)
+    adapter.reset(5, rows[0])
+    expected = [gym.spaces.flatten(env.observation_space, env.reset(seed=5)[0])]
+    for t in (1, 2, 3):
+        adapter.step(0, rows[t - 1], rows[t])
+        expected.append(gym.spaces.flatten(env.observation_space, env.step(0)[0]))
+    assert np.array_equal(rows, np.asarray(expected, np.float32))
+    assert set(rows[:, :4].sum(1)) == {1.0}  # one-hot
+    obs = env.step(0)[0]
+    assert np.array_equal(adapter.obs_layout.pack(obs), gym.spaces.flatten(env.observation_space, obs))
+
+
+def test_a_discrete_or_multibinary_value_out_of_its_space_is_named():
+    row = np.zeros(9, np.float32)
+    for bad, message in [({"direction": 5}, r"part 'direction': the value 5 is outside its Discrete's range 1..4"),
+                         ({"direction": np.array([0.5])}, r"part 'direction' \(Discrete\) of shape \(1,\) and dtype "
+                                                          r"float64; expected one integer"),
+                         ({"flags": np.array([0, 2, 1], np.int8)}, r"part 'flags' \(MultiBinary\) holds a value")]:
+        adapter = GymEnv("parts", dict_envs.discrete_parts(bad))
+        with pytest.raises(EnvOutputError, match=message):
+            adapter.reset(0, row)
 
 
 def test_every_part_is_checked_on_every_step():

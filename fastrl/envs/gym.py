@@ -17,7 +17,7 @@ import numpy as np
 
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.envs.actions import BOX, DISCRETE, ActionSpec, UnsupportedEnvError, action_spec_of
-from fastrl.envs.obs_layout import ObsLayout, obs_layout_of, value_at
+from fastrl.envs.obs_layout import BINARY, MASK_KEY, ONE_HOT, ObsLayout, encode, mask_part, obs_layout_of, value_at
 
 log = logging.getLogger(__name__)
 __all__ = ["EnvOutputError", "GymEnv", "UnsupportedEnvError", "check_spaces", "observation_spec"]
@@ -66,7 +66,10 @@ class GymEnv:
         self.small_obs = len(self.obs_shape) == 1 and self.obs_shape[0] <= 64
         self.seen_dtype: np.dtype | None = None
         # a Dict observation goes part by part into its row, each part checked as a Box one is
-        self._write = self._write_box if self.obs_layout is None else _DictWriter(self.obs_layout).write
+        if self.obs_layout is None:
+            self._write = self._write_box
+        else:
+            self._write = _DictWriter(self.obs_layout, mask_blocks(env_id, self.obs_layout, self.action_spec)).write
 
     def _action_converter(self, space):
         """fastrl's stored action (an int, or a flat row of the slot) -> what ``env.step`` takes."""
@@ -171,19 +174,51 @@ class GymEnv:
         self.env.close()
 
 
+def mask_blocks(env_id: str, layout: ObsLayout, action: ActionSpec) -> list[slice]:
+    """The ``action_mask`` part's column ranges, one per action dimension (each must allow an action), or []
+    without a mask; an ``UnsupportedEnvError`` for a mask that does not fit the action space."""
+    part = mask_part(layout)
+    if part is None:
+        return []
+    where = f"env {env_id!r}: observation part {MASK_KEY!r}"
+    if action.kind == BOX:
+        raise UnsupportedEnvError(f"{where} masks actions, and Box (continuous) actions cannot be masked: "
+                                  "only Discrete and MultiDiscrete ones")
+    if part.image or part.encoding == ONE_HOT:
+        raise UnsupportedEnvError(f"{where} must be a MultiBinary or a Box of 0/1 with one column per action")
+    if part.size != action.head_size:
+        raise UnsupportedEnvError(f"{where} has {part.size} columns; the action space has {action.head_size} actions "
+                                  "(MultiDiscrete: every dimension's side by side): one column per action")
+    ends = np.cumsum((0, *action.nvec))
+    return [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])]
+
+
 class _DictWriter:
     """The per-step check and copy of a Dict observation: each part's shape, a float never truncated
-    into the uint8 image, finite vector values; an error names the part."""
+    into the uint8 image, finite vector values, an action mask that allows an action; an error names
+    the part."""
 
-    def __init__(self, layout: ObsLayout):
+    def __init__(self, layout: ObsLayout, mask_blocks: list[slice] = ()):
         self.layout = layout
         self.seen_dtypes: dict[tuple[str, ...], np.dtype] = {}  # part -> the dtype already checked
+        self.mask, self.mask_blocks = mask_part(layout), list(mask_blocks)
 
     def write(self, obs, out: np.ndarray) -> None:
         if not isinstance(obs, dict):
             raise EnvOutputError(f"an observation of type {type(obs).__name__}; the observation space is a Dict")
         for part in self.layout.parts:
             self._write_part(part, obs, self.layout.view(out, part))
+        if self.mask_blocks:
+            self._check_mask(self.layout.view(out, self.mask))
+
+    def _check_mask(self, mask: np.ndarray) -> None:
+        flat = mask.reshape(-1)
+        if not ((flat == 0) | (flat == 1)).all():
+            raise EnvOutputError(f"an {MASK_KEY!r} with a value other than 0 and 1")
+        for d, block in enumerate(self.mask_blocks):
+            if not flat[block].any():
+                which = "" if len(self.mask_blocks) == 1 else f" in action dimension {d}"
+                raise EnvOutputError(f"an all-zero {MASK_KEY!r}{which}: no action is allowed")
 
     def _write_part(self, part, obs: dict, into: np.ndarray) -> None:
         try:
@@ -192,6 +227,9 @@ class _DictWriter:
             raise EnvOutputError(f"an observation without the part {missing.args[0]!r} its Dict space declares") from None
         if type(value) is not np.ndarray:
             value = np.asarray(value)
+        if part.encoding == ONE_HOT:
+            self._write_one_hot(part, value, into)
+            return
         if value.shape != into.shape:
             raise EnvOutputError(f"observation part {part.name!r} of shape {value.shape}; the space declares {into.shape}")
         if self.seen_dtypes.get(part.key) is not value.dtype:
@@ -203,6 +241,19 @@ class _DictWriter:
         into[...] = value
         if not part.image and value.dtype.kind == "f" and not np.isfinite(into).all():
             raise EnvOutputError(f"a non-finite value in observation part {part.name!r} ({_first_bad(into)})")
+        if part.encoding == BINARY and not ((into == 0) | (into == 1)).all():
+            raise EnvOutputError(f"observation part {part.name!r} (MultiBinary) holds a value other than 0 and 1")
+
+    @staticmethod
+    def _write_one_hot(part, value: np.ndarray, into: np.ndarray) -> None:
+        """A Discrete part: one integer, written as its one-hot columns."""
+        if value.shape not in ((), (1,)) or value.dtype.kind not in "iub":
+            raise EnvOutputError(f"observation part {part.name!r} (Discrete) of shape {value.shape} and dtype "
+                                 f"{value.dtype}; expected one integer")
+        try:
+            encode(part, value.reshape(()), into)
+        except ValueError as exc:
+            raise EnvOutputError(str(exc)) from None
 
 
 def _first_bad(values: np.ndarray) -> str:

@@ -4,9 +4,10 @@ The slots hold ``obs`` as one array of one dtype, so a ``gymnasium.spaces.Dict``
 as one row per step, in ``gymnasium.spaces.flatten``'s order (a Dict iterates its keys sorted
 unless it was built from an OrderedDict; nested Dicts depth first):
 
-- **flat**: every part is a Box that is not an image. The row is float32 and is exactly
-  ``gymnasium.spaces.flatten(space, obs)`` (each part flattened and cast to float32, integers
-  not scaled), so every model for flat observations (``mlp``) takes it unchanged.
+- **flat**: every part is a Box that is not an image, a Discrete or a MultiBinary. The row is
+  float32 and is exactly ``gymnasium.spaces.flatten(space, obs)`` (each Box part flattened and cast
+  to float32, integers not scaled; a Discrete(n) part one-hot in n columns; a MultiBinary part's 0/1
+  flattened), so every model for flat observations (``mlp``) takes it unchanged.
 - **packed**: one part is a uint8 image (a rank-3 Box, ``[H, W, C]`` or ``[C, H, W]``) beside
   vector parts. Stored as float32 the image would take four times the memory, so the row is
   bytes: the image as uint8, each vector part as float32, every part at a byte offset aligned to
@@ -26,8 +27,11 @@ import numpy as np
 from fastrl.envs.actions import UnsupportedEnvError
 
 ALIGN = 8  # byte alignment of every part of a packed row (float64-safe; float32 needs 4)
-_TAKES = ("a Dict observation takes Box parts: float or integer vectors (flattened to float32) "
-          "and at most one uint8 image of rank 3 ([H, W, C] or [C, H, W])")
+_TAKES = ("a Dict observation takes Box parts (float or integer vectors, flattened to float32, and at most one "
+          "uint8 image of rank 3: [H, W, C] or [C, H, W]), Discrete parts (one-hot) and MultiBinary parts")
+# how a part's value becomes its float32 columns (gymnasium.spaces.flatten's encodings)
+BOX_PART, ONE_HOT, BINARY = "box", "one_hot", "binary"
+MASK_KEY = "action_mask"  # the top-level part that masks the policy's actions (fastrl.models.action_mask)
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,8 @@ class ObsPart:
     shape: tuple[int, ...]  # the space's own shape
     offset: int  # bytes from the start of the row
     image: bool = False
+    encoding: str = BOX_PART  # ONE_HOT: a Discrete's value (shape is (n,)); BINARY: a MultiBinary's 0/1
+    start: int = 0  # a Discrete's first value (Discrete(n, start=s)): value s is column 0
 
     @property
     def name(self) -> str:
@@ -89,7 +95,7 @@ class ObsLayout:
         """A Dict observation -> its row (unchecked: the env adapter checks what envs return)."""
         row = np.zeros(self.row_shape, self.row_dtype) if row is None else row
         for part in self.parts:
-            self.view(row, part)[...] = value_at(obs, part.key)
+            encode(part, value_at(obs, part.key), self.view(row, part))
         return row
 
     def unpack(self, row: np.ndarray) -> dict:
@@ -102,6 +108,27 @@ class ObsLayout:
                 node = node.setdefault(key, {})
             node[last] = self.view(row, part).copy()
         return out
+
+
+def encode(part: ObsPart, value, into: np.ndarray) -> None:
+    """``value`` into ``part``'s columns ``into``: copied (a Box or MultiBinary part) or one-hot (Discrete);
+    a Discrete value outside its range is a ValueError naming the part and the range."""
+    if part.encoding != ONE_HOT:
+        into[...] = value
+        return
+    index = int(value) - part.start
+    if not 0 <= index < part.size:
+        raise ValueError(f"observation part {part.name!r}: the value {value} is outside its Discrete's range "
+                         f"{part.start}..{part.start + part.size - 1}")
+    into[...] = 0
+    into[index] = 1
+
+
+def mask_part(layout: ObsLayout | None) -> ObsPart | None:
+    """The ``action_mask`` part of a Dict observation's layout, or None."""
+    if layout is None:
+        return None
+    return next((part for part in layout.parts if part.key == (MASK_KEY,)), None)
 
 
 def value_at(obs, key: tuple[str, ...]):
@@ -122,19 +149,32 @@ def obs_layout_of(env_id: str, space) -> ObsLayout:
                            f"a second uint8 image (the first is {'.'.join(images[0])!r}); {_TAKES}")
     if not images:
         parts, offset = [], 0
-        for key, box in leaves:
-            part = ObsPart(key, "float32", tuple(box.shape), offset)
+        for key, space in leaves:
+            part = _vector_part(key, space, offset)
             parts.append(part)
             offset += part.nbytes
         return ObsLayout(tuple(parts), offset, packed=False)
     parts, offset = [], 0
-    for key, box in leaves:
-        image = _is_image(box)
-        part = ObsPart(key, "uint8" if image else "float32", tuple(box.shape), offset, image)
+    for key, space in leaves:
+        if _is_image(space):
+            part = ObsPart(key, "uint8", tuple(space.shape), offset, image=True)
+        else:
+            part = _vector_part(key, space, offset)
         parts.append(part)
         offset = _aligned(offset + part.nbytes)
     image = next(part for part in parts if part.image)
     return ObsLayout(tuple(parts), max(offset, ALIGN), packed=True, channels_last=_channels_last(image.shape))
+
+
+def _vector_part(key: tuple[str, ...], space, offset: int) -> ObsPart:
+    """A float32 part: a Box's values, a Discrete's one-hot columns or a MultiBinary's 0/1."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        return ObsPart(key, "float32", (int(space.n),), offset, encoding=ONE_HOT, start=int(space.start))
+    if isinstance(space, gym.spaces.MultiBinary):
+        return ObsPart(key, "float32", tuple(space.shape), offset, encoding=BINARY)
+    return ObsPart(key, "float32", tuple(space.shape), offset)
 
 
 def space_at(space, key: tuple[str, ...]):
@@ -155,6 +195,9 @@ def _leaves(env_id: str, space, key: tuple[str, ...]):
                 raise _unsupported(env_id, key + (repr(name),), sub, "Dict keys must be strings")
             yield from _leaves(env_id, sub, key + (name,))
         return
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiBinary)):
+        yield key, space
+        return
     if not isinstance(space, gym.spaces.Box):
         raise _unsupported(env_id, key, space, _TAKES)
     if np.dtype(space.dtype).kind not in "fiu":
@@ -164,8 +207,10 @@ def _leaves(env_id: str, space, key: tuple[str, ...]):
     yield key, space
 
 
-def _is_image(box) -> bool:
-    return np.dtype(box.dtype) == np.uint8 and len(box.shape) == 3
+def _is_image(space) -> bool:
+    import gymnasium as gym
+
+    return isinstance(space, gym.spaces.Box) and np.dtype(space.dtype) == np.uint8 and len(space.shape) == 3
 
 
 def _channels_last(shape: tuple[int, ...]) -> bool:

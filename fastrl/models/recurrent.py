@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from csrc_free_kernels.step_end import CONTINUES
+from fastrl.models.action_mask import mask_head
 
 
 class LSTMCore(nn.Module):
@@ -75,4 +76,5 @@ def unroll(model: nn.Module, obs: Tensor, hidden0: Tensor, done: Tensor) -> tupl
         outputs.append(h)
         after.append(hidden)
     head, value = model.decode(torch.stack(outputs, 1).reshape(n * t1, -1))
+    head = mask_head(model, head, obs.reshape(n * t1, *obs.shape[2:]))  # as forward's hook masks it
     return head.reshape(n, t1, -1), value.reshape(n, t1), torch.stack(after, 1)

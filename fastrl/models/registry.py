@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from fastrl.envs.obs_layout import mask_part
+from fastrl.models.action_mask import attach as attach_action_mask
 from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
 from fastrl.models.recurrent import hidden_size
 from fastrl.models.mlp import MLPPolicy
@@ -97,6 +99,8 @@ def build_model(
     kw = dict(kwargs or {})
     builtin_kw = {key: True for key, on in (("normalize_obs", normalize_obs), ("normalize_value", normalize_value)) if on}
     head_kw = {"gaussian": True} if gaussian else {}  # only the built-in heads need telling
+    if gaussian and mask_part(obs_layout) is not None:
+        raise ValueError(f"model {name!r}: an action_mask part masks logits, and Box (Gaussian) actions have none")
     if isinstance(lstm, bool) or not isinstance(lstm, (int, np.integer)) or lstm < 0:
         raise ValueError(f"model {name!r}: lstm must be an int >= 0 (0: feed-forward), got {lstm!r}")
     if lstm:
@@ -138,7 +142,7 @@ def build_model(
         raise ValueError(f"unknown model {name!r}; {_allowed()}")
     _set_precision(name, model, precision, torch.device(device))
     _check_interface(name, model, shape, dtype, n_actions)
-    return model
+    return attach_action_mask(model, obs_layout, n_actions)
 
 
 def _with_layout(factory: ModelFactory, kw: dict, obs_layout: Any) -> dict:

@@ -1,0 +1,80 @@
+"""An env with an action mask that raises when a masked action is taken (the action-mask tests).
+
+Observation ``{"obs": Box(2), "action_mask": MultiBinary(n)}``: each step allows a random non-empty
+subset of the actions (``zero_at``: the mask at that step of an episode allows none, to check the
+error). The reward is 1 for the first allowed action, else 0 (``obs`` is noise): learnable from
+the mask alone, and a uniform choice among the allowed earns ~0.5 a step. ``multi``: a
+MultiDiscrete([3, 2]) action space with a mask of 3 + 2 columns, each dimension masked on its own.
+Env ids ``tests.masked_env:masked`` and ``tests.masked_env:masked_box``.
+"""
+import gymnasium as gym
+import numpy as np
+
+
+class MaskedEnv(gym.Env):
+    def __init__(self, n: int = 4, multi: bool = False, zero_at: int = -1, length: int = 10, box_mask: bool = False,
+                 extra_columns: int = 0):
+        self.nvec = [3, 2] if multi else [n]
+        self.extra = extra_columns  # a mask wider than the action space (refused)
+        columns = sum(self.nvec) + extra_columns
+        self.action_space = gym.spaces.MultiDiscrete(self.nvec) if multi else gym.spaces.Discrete(n)
+        mask_space = gym.spaces.Box(0, 1, (columns,), np.float32) if box_mask else gym.spaces.MultiBinary(columns)
+        self.observation_space = gym.spaces.Dict({"obs": gym.spaces.Box(0.0, 1.0, (2,), np.float32),
+                                                  "action_mask": mask_space})
+        self.multi, self.zero_at, self.length, self.box_mask = multi, zero_at, length, box_mask
+        self.t, self.mask, self.target = 0, None, None
+
+    def _observe(self) -> dict:
+        blocks = []
+        for n in self.nvec:
+            block = self.np_random.integers(0, 2, n).astype(np.int8)
+            block[self.np_random.integers(n)] = 1  # at least one allowed per dimension
+            blocks.append(block)
+        self.mask = np.concatenate(blocks + [np.ones(self.extra, np.int8)])
+        if self.t == self.zero_at:
+            self.mask[:] = 0
+        self.target = int(np.flatnonzero(blocks[0])[0])
+        obs = self.np_random.uniform(0.0, 1.0, 2).astype(np.float32)
+        mask = self.mask.astype(np.float32) if self.box_mask else self.mask.copy()
+        return {"obs": obs, "action_mask": mask}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        chosen = np.atleast_1d(np.asarray(action))
+        start = 0
+        for d, n in enumerate(self.nvec):
+            if not self.mask[start + int(chosen[d])]:
+                raise RuntimeError(f"masked action {int(chosen[d])} taken in dimension {d} (mask {self.mask.tolist()})")
+            start += n
+        reward = float(int(chosen[0]) == self.target)
+        self.t += 1
+        return self._observe(), reward, self.t >= self.length, False, {}
+
+
+def masked(n: int = 4, multi: bool = False, zero_at: int = -1, box_mask: bool = False,
+           extra_columns: int = 0) -> MaskedEnv:
+    return MaskedEnv(n, multi, zero_at, box_mask=box_mask, extra_columns=extra_columns)
+
+
+class MaskedBox(gym.Env):
+    """Box actions beside an action_mask: refused."""
+
+    def __init__(self):
+        self.action_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        self.observation_space = gym.spaces.Dict({"obs": gym.spaces.Box(0, 1, (2,), np.float32),
+                                                  "action_mask": gym.spaces.MultiBinary(2)})
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, True, False, {}
+
+
+def masked_box() -> MaskedBox:
+    return MaskedBox()
