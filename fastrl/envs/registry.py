@@ -95,6 +95,10 @@ def make_env(config: EnvConfig, env_index: int = 0) -> EnvAdapter:
         from fastrl.envs.atari import AtariEnv
 
         return AtariEnv(env_id, config.atari, config.kwargs)
+    from fastrl.envs.minigrid import is_minigrid_id, make_minigrid
+
+    if is_minigrid_id(env_id):
+        return GymEnv(env_id, make_minigrid(env_id, **config.kwargs))
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
