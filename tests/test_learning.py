@@ -25,14 +25,18 @@ def test_every_gala_learner_reaches_475(tmp_path, mixing):
     assert all(entry["return_mean"] >= 475 for entry in summary["learners"]), summary["learners"]
 
 
-# What the Pong A2C-family jobs (pong_sync_a2c, pong_hts_a2c, pong_impala, pong_gala) learn with:
-# TensorFlow's RMSprop and running observation statistics, in each of their modes
+# The optimizer and input normalisation each Pong A2C-family job learns with, in that job's mode on CartPole
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("config", ["cartpole_sync", "cartpole_hts", "cartpole_impala", "cartpole_gala"])
-def test_tf_rmsprop_on_normalized_inputs_reaches_475_in_every_mode(tmp_path, config):
-    summary = fastrl.train(f"configs/{config}.toml", ["run.progress=false", f"run.dir='{tmp_path}'",
-                                                      "algo.optimizer='rmsprop_tf'", "model.normalize_obs=true"],
+@pytest.mark.parametrize("config, pong", [("cartpole_sync", "pong_sync_a2c"), ("cartpole_hts", "pong_hts_a2c"),
+                                          ("cartpole_impala", "pong_impala"), ("cartpole_gala", "pong_gala")])
+def test_each_pong_a2c_jobs_optimizer_and_inputs_reach_475_in_its_mode(tmp_path, config, pong):
+    import tomllib
+
+    with open(f"configs/{pong}.toml", "rb") as f:
+        job = tomllib.load(f)
+    settings = [f"algo.optimizer='{job['algo']['optimizer']}'", f"model.normalize_obs={str(job['model']['normalize_obs']).lower()}"]
+    summary = fastrl.train(f"configs/{config}.toml", ["run.progress=false", f"run.dir='{tmp_path}'", *settings],
                            run_dir=tmp_path / config)
     returns = ([entry["return_mean"] for entry in summary["learners"]] if "learners" in summary
                else [summary["final_return_mean"]])
