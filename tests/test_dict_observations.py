@@ -230,3 +230,12 @@ def test_eval_and_load_policy_play_dict_runs(tmp_path):
     with torch.no_grad():
         logits, value = policy(torch.from_numpy(policy.obs_layout.pack(obs))[None])
     assert logits.shape == (1, 2) and value.shape == (1,)
+
+
+def test_auto_gives_a_small_image_beside_vectors_the_impala_trunk():
+    from fastrl.models.atari import ImpalaResNet
+
+    layout = GymEnv("iv", dict_envs.image_vector(size=12)).obs_layout
+    model = build_model("auto", layout.row_shape, np.uint8, 2, obs_layout=layout)
+    assert any(isinstance(m, torch.nn.MaxPool2d) for m in model.image_trunk.modules())  # the ResNet's pools
+    assert not isinstance(model, ImpalaResNet)  # a multi model: the trunk only

@@ -387,3 +387,15 @@ def test_microbatched_with_grad_backpropagates():
     (logits.sum() + value.sum()).backward()
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_auto_gives_images_below_36x36_the_impala_resnet():
+    from fastrl.models.atari import ImpalaResNet, NatureCNN
+    from fastrl.models.registry import build_model
+
+    assert isinstance(build_model("auto", (4, 84, 84), np.uint8, 6), NatureCNN)
+    assert isinstance(build_model("auto", (4, 36, 36), np.uint8, 6), NatureCNN)
+    small = build_model("auto", (3, 7, 7), np.uint8, 6)
+    assert isinstance(small, ImpalaResNet)
+    logits, value = small(torch.zeros((2, 3, 7, 7), dtype=torch.uint8))
+    assert logits.shape == (2, 6) and value.shape == (2,)

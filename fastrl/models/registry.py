@@ -29,6 +29,9 @@ from fastrl.models.uniform import UniformPolicy
 ModelFactory = Callable[..., nn.Module]
 
 _IMAGE_MODELS: dict[str, ModelFactory] = {"nature": NatureCNN, "shallow": ShallowCNN, "impala": ImpalaResNet}
+# the Nature CNN's 8x8/4, 4x4/2 and 3x3/1 convolutions need images of at least 36x36; "auto" gives smaller
+# ones the IMPALA ResNet, whose padded 3x3 convolutions and pools fit any size (a 7x7 view: 4, 2, 1)
+NATURE_MIN_SIZE = 36
 _BUILTIN_NAMES = ("auto", "mlp", "multi", "random", *_IMAGE_MODELS)
 _registered: dict[str, ModelFactory] = {}
 
@@ -70,7 +73,8 @@ def build_model(
     space, or (``gaussian``, Box actions) 2 D columns, D means then D log-stds
     (``fastrl.envs.actions.ActionSpec.head_size``).
 
-    ``name``: ``"auto"`` (``"nature"`` for 3-D image stacks, ``"mlp"`` otherwise), ``"mlp"``,
+    ``name``: ``"auto"`` (``"nature"`` for 3-D image stacks of at least 36x36, ``"impala"`` for smaller
+    ones, ``"multi"`` for a packed Dict row, with the same choice of trunk, ``"mlp"`` otherwise), ``"mlp"``,
     ``"nature"``, ``"shallow"``, ``"impala"``, a name given to ``register_model``, or
     ``"package.module:factory"``. ``hidden`` sizes the MLP and is ignored by the others.
     ``kwargs`` go to the model's constructor or factory (e.g. ``{"channels": [16, 32, 32]}``
@@ -109,7 +113,9 @@ def build_model(
     packed = obs_layout is not None and obs_layout.packed
     resolved = name
     if name == "auto":
-        resolved = "multi" if packed else "nature" if len(shape) == 3 else "mlp"
+        resolved = "multi" if packed else _auto_image_model(shape[1:]) if len(shape) == 3 else "mlp"
+        if resolved == "multi" and "cnn" not in kw:
+            kw["cnn"] = _auto_image_model(_image_hw(obs_layout))
     if packed and resolved in ("mlp", *_IMAGE_MODELS):
         raise ValueError(f"model {name!r} cannot read these observations: a Dict with an image is stored as one packed "
                          "uint8 row (fastrl.envs.obs_layout); use model.name = 'multi' (or 'auto')")
@@ -143,6 +149,16 @@ def build_model(
     _set_precision(name, model, precision, torch.device(device))
     _check_interface(name, model, shape, dtype, n_actions)
     return attach_action_mask(model, obs_layout, n_actions)
+
+
+def _auto_image_model(hw: Sequence[int]) -> str:
+    return "nature" if min(hw) >= NATURE_MIN_SIZE else "impala"
+
+
+def _image_hw(layout: Any) -> tuple[int, int]:
+    """Height and width of a packed Dict row's image part ([H, W, C] or [C, H, W])."""
+    shape = layout.image.shape
+    return (shape[0], shape[1]) if layout.channels_last else (shape[1], shape[2])
 
 
 def _with_layout(factory: ModelFactory, kw: dict, obs_layout: Any) -> dict:
