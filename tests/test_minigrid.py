@@ -1,5 +1,5 @@
 """MiniGrid ids: the mission dropped, the cells as a float vector part, the direction one-hot; DoorKey-5x5
-learned with configs/minigrid_doorkey.toml (slow)."""
+learned with configs/minigrid_doorkey.toml."""
 import builtins
 
 import gymnasium as gym
@@ -64,8 +64,9 @@ def test_a_refused_id_stops_the_run_before_it_starts(tmp_path):
         fastrl.train(config, base, run_dir=tmp_path / "run")
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
 def test_doorkey_5x5_reaches_a_mean_return_of_0_9(tmp_path):
+    """configs/minigrid_doorkey.toml stops at 0.9 (~35K frames, seconds); the checkpoint then plays it too."""
     summary = fastrl.train("configs/minigrid_doorkey.toml", ["run.progress=false"], run_dir=tmp_path / "run")
-    assert summary["final_return_mean"] >= 0.9, summary
+    assert summary["final_return_mean"] >= 0.9 and summary["frames"] < 200_000, summary
+    played = fastrl.evaluate(tmp_path / "run", episodes=50)
+    assert played["return_mean"] >= 0.85 and min(played["returns"]) > 0, played
