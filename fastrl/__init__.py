@@ -7,4 +7,9 @@ from fastrl.telemetry.plot import plot_runs
 
 __all__ = ["Config", "ConfigError", "RunFailed", "RunInterrupted", "evaluate", "export_policy", "load_config", "load_policy",
            "plot_runs", "train"]
-__version__ = "0.1.0"
+try:  # the version is pyproject.toml's, written once
+    from importlib.metadata import version as _version
+
+    __version__ = _version("fastrl")
+except Exception:  # a checkout on sys.path that was never installed
+    __version__ = "0+unknown"

@@ -269,7 +269,7 @@ class RunConfig:
         True, "write TensorBoard event files to RUN_DIR/tb (main process only): every metrics.jsonl scalar, "
         "the episode returns as a histogram; view with `tensorboard --logdir RUN_DIR/tb`",
     )
-    wandb: bool = _f(False, "also log every metrics.jsonl scalar to Weights & Biases (needs `pip install wandb`)")
+    wandb: bool = _f(False, "also log every metrics.jsonl scalar to Weights & Biases (needs `pip install 'fastrl[wandb]'`)")
     wandb_project: str = _f("fastrl", "run.wandb: the W&B project")
     wandb_name: str = _f("", "run.wandb: the W&B run name ('' = the run directory's name)")
 

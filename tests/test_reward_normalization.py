@@ -171,8 +171,9 @@ def test_async_impala_scales_every_batch_by_its_envs(tmp_path):
     assert (scaling["returns"] != 0).all()  # every env's accumulator, by the env named in its full slots
 
 
-def test_hopper_smoke(tmp_path):
+def test_hopper_smoke(tmp_path, monkeypatch):
     pytest.importorskip("mujoco", reason="MuJoCo is not installed: pip install 'fastrl[mujoco]'")
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its warnings to MUJOCO_LOG.TXT in the working directory
     summary, run = _train(tmp_path, "hopper", "engine.serial=true", "engine.rollout=64", "run.total_frames=2048",
                           "algo.epochs=2", "algo.minibatches=4", "model.normalize_obs=true", env="Hopper-v5")
     assert summary["status"] == "complete" and summary["frames"] == 2048

@@ -107,12 +107,12 @@ def test_gala_learner_scalars_reach_tensorboard(tmp_path):
 def test_wandb_missing_is_bad_input_naming_the_package(tmp_path, capsys):
     assert importlib.util.find_spec("wandb") is None  # not installed here, on purpose
     config, overrides = cartpole(tmp_path, FP32, "run.wandb=true")
-    with pytest.raises(ConfigError, match=r"pip install wandb"):
+    with pytest.raises(ConfigError, match=r"pip install 'fastrl\[wandb\]'"):
         fastrl.train(config, overrides, run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()  # refused before anything was created
     sets = [arg for override in overrides for arg in ("--set", override)]
     assert main(["train", "--run-dir", str(tmp_path / "run"), *sets]) == 2
-    assert "pip install wandb" in capsys.readouterr().err
+    assert "pip install 'fastrl[wandb]'" in capsys.readouterr().err
 
 
 class _FakeWandb(types.ModuleType):

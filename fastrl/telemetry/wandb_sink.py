@@ -15,7 +15,7 @@ from fastrl.telemetry.tensorboard import RETURNS_TAG
 
 def require_wandb() -> None:
     if importlib.util.find_spec("wandb") is None:
-        raise ConfigError("run.wandb = true needs the wandb package, which is not installed: pip install wandb "
+        raise ConfigError("run.wandb = true needs the wandb package, which is not installed: pip install 'fastrl[wandb]' "
                           "(or set run.wandb = false)")
 
 
