@@ -154,3 +154,22 @@ def test_a_masked_dict_policy_is_fed_its_flattened_row_and_masks_inside(tmp_path
     mask = rows[:, :4]  # flatten's order: action_mask, then obs
     assert ((logits == MASKED_LOGIT) == (mask == 0)).all() and (mask == 0).any()
     assert mask[np.arange(64), action].all()  # the greedy action is an allowed one
+
+
+def test_the_readmes_onnxruntime_example_runs_without_fastrl(tmp_path):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Exporting a policy"):]
+    example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert "fastrl" not in example.replace("runs/<run>/policy.onnx", "")
+    run_dir = _train(tmp_path, "cartpole", "algo.name='ppo'", "algo.minibatches=2", "engine.serial=true")
+    fastrl.export_policy(run_dir, "onnx")
+    script = example.replace("runs/<run>/policy.onnx", str(run_dir / "policy.onnx"))
+    # -I: isolated, so the checkout is not on the path; the script imports gymnasium, numpy, onnxruntime only
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout.strip()) >= 1.0  # an episode's score
