@@ -154,3 +154,18 @@ def test_a_full_queue_ends_the_run_with_a_clear_message(tmp_path, monkeypatch):
     message, run_dir = _fail(tmp_path, "engine.serial=true", "reliability.queue_timeout_s=0.2", *LONG)
     assert "a queue stayed full for reliability.queue_timeout_s = 0.2 s" in message
     assert_cleaned_up(run_dir)
+
+
+def test_the_watchdog_names_the_worker_stuck_longest():
+    """A frozen actor soon stalls the executor waiting for its actions: the one that stopped first is named."""
+    import time
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from fastrl.process.watchdog import stale_worker
+
+    now = time.monotonic()
+    control = SimpleNamespace(heartbeat=np.array([now - 1.6, now - 0.1, now - 1.9, now - 0.2]))
+    assert stale_worker(control, 1.5) == 2
+    assert stale_worker(SimpleNamespace(heartbeat=np.array([now, now])), 1.5) is None

@@ -21,10 +21,12 @@ STACK_WAIT_S = 0.3
 
 
 def stale_worker(control: Control, watchdog_s: float) -> int | None:
-    """The first worker whose last heartbeat is older than ``watchdog_s``, if any."""
+    """The worker stuck longest among those whose last heartbeat is older than ``watchdog_s``, if any: one
+    stuck worker soon stalls those that wait on it (an executor waiting for a frozen actor's actions), and
+    the one that stopped first is the cause."""
     ages = time.monotonic() - control.heartbeat
     stale = (ages > watchdog_s).nonzero()[0]
-    return int(stale[0]) if len(stale) else None
+    return int(stale[ages[stale].argmax()]) if len(stale) else None
 
 
 def stall_fault(
