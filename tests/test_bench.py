@@ -68,6 +68,7 @@ def test_sampling_bench_refuses_a_non_atari_config():
         measure("configs/pong_hts.toml", seconds=1, rounds=0)
 
 
+@pytest.mark.slow  # compiles the Pong CNN's step: a bench round, run with the benchmarks
 def test_learner_bench_reports_eager_and_compiled_steps_and_the_cap_they_imply(capsys):
     from fastrl.bench.learner import add_arguments, run
 

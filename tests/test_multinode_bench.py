@@ -14,6 +14,7 @@ from fastrl.cli import main as cli_main
 QUICK = ["--repeats", "5", "--warmup", "1"]
 
 
+@pytest.mark.slow  # a whole bench round (both models, 1 and 2 ranks); the fitting and failures are tested below
 def test_multinode_bench_reports_both_models_at_1_and_2_ranks_and_projects_them(capsys):
     # --alpha-us given, bandwidth fitted: one run covers the fit and the user's own numbers
     code = cli_main(["bench", "multinode", *QUICK, "--alpha-us", "50", "--nodes", "8", "64"])
