@@ -35,7 +35,8 @@ import numpy as np
 from fastrl.bench.aggregate import summarize
 from fastrl.bench.atari_scores import ATARI5, RANDOM_HUMAN, human_normalized
 from fastrl.bench.machine import machine_info
-from fastrl.config import ConfigError, parse_override
+from fastrl.bench.time_to_score import check_window, refuse_set_keys
+from fastrl.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +88,8 @@ def check_options(seeds: int, minutes: float | None, frames: int | None, window:
         raise ConfigError(f"--minutes {minutes!r}: expected a number of minutes > 0")
     if frames is not None and frames < 1:
         raise ConfigError(f"--frames {frames!r}: expected an int >= 1")
-    if window < 1:
-        raise ConfigError(f"--window {window!r}: expected an int >= 1 (episodes averaged)")
-    keys = SUITE_KEYS | ({"run.total_frames": "--frames"} if frames is not None else {})
-    for text in overrides:
-        parsed = parse_override(text)
-        for key, option in keys.items():
-            section, name = key.split(".")
-            if name in parsed.get(section, {}):
-                raise ConfigError(f"--set {text!r}: {key} is what {option} sets here; use {option}")
+    check_window(window)
+    refuse_set_keys(overrides, SUITE_KEYS | ({"run.total_frames": "--frames"} if frames is not None else {}))
 
 
 def run_suite(config: str | None, games: list[str], seeds: int, minutes: float | None = None,

@@ -43,11 +43,20 @@ def check_options(target: float, max_minutes: float, window: int, overrides: lis
         raise ConfigError(f"--target {target!r}: expected a finite score")
     if not (math.isfinite(max_minutes) and max_minutes > 0):
         raise ConfigError(f"--max-minutes {max_minutes!r}: expected a number of minutes > 0")
+    check_window(window)
+    refuse_set_keys(overrides, BENCH_KEYS)
+
+
+def check_window(window: int) -> None:
     if window < 1:
         raise ConfigError(f"--window {window!r}: expected an int >= 1 (episodes averaged)")
+
+
+def refuse_set_keys(overrides: list[str], keys: dict[str, str]) -> None:
+    """A ``--set`` of a key that a bench option sets (``keys``: key -> option) is named with the option to use."""
     for text in overrides:
         parsed = parse_override(text)
-        for key, option in BENCH_KEYS.items():
+        for key, option in keys.items():
             section, name = key.split(".")
             if name in parsed.get(section, {}):
                 raise ConfigError(f"--set {text!r}: {key} is what {option} sets here; use {option}")
