@@ -4,8 +4,10 @@ from pathlib import Path
 import pytest
 
 from fastrl.api import resolve_config
-from fastrl.config import Config, ConfigError, field_docs, load_config, parse_override
-from fastrl.run_dir import to_toml
+from fastrl.config import Config, ConfigError, field_docs, load_config, parse_override, reference_markdown
+from fastrl.runs.run_dir import to_toml
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.toml"))
 
@@ -13,7 +15,7 @@ CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.toml"))
 def test_defaults_are_valid():
     config = load_config()
     assert isinstance(config, Config)
-    assert config.engine.mode == "hts"
+    assert (config.engine.mode, config.algo.name) == ("sync", "ppo")  # the default job's
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
@@ -106,3 +108,17 @@ def test_every_key_is_documented():
     assert {"env.id", "engine.mode", "engine.envs", "engine.executors", "engine.actors", "algo.name", "algo.lr",
             "run.seed", "run.total_frames"} <= {key for key, _, _ in rows}
     assert all(doc for _, _, doc in rows)
+
+
+def test_the_config_reference_page_is_current():
+    page = Path(__file__).resolve().parents[1] / "docs" / "config-reference.md"
+    assert page.read_text(encoding="utf-8") == reference_markdown(), (
+        "docs/config-reference.md is stale: run `fastrl config --markdown > docs/config-reference.md`")
+
+
+def test_the_config_reference_lists_every_key_once_with_its_rules():
+    page = reference_markdown()
+    for key, _, _ in field_docs():
+        assert page.count(f"| `{key}` |") == 1, key
+    assert '| `engine.mode` | `"sync"` | `"sync"`, `"hts"`, `"async"`, `"gala"` |' in page
+    assert "| `engine.micro_batch` | `16` | >= 8, <= 65536, a multiple of 8 |" in page

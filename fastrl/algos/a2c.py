@@ -1,41 +1,26 @@
-"""A2C loss on one storage: n-step returns, policy gradient, value regression, entropy bonus.
+"""A2C (Mnih et al. 2016; PAAC in ``sync``, HTS-RL's delayed gradient in ``hts``, each GALA agent's
+rule): the loss on one storage and the two update rules that apply it.
 
-Works on ``[N, T + 1, ...]`` views of the trajectory slots; step T holds only the observation
-whose value bootstraps the returns. A step truncated by a time limit bootstraps from the value
-of its episode's final observation (``fastrl.algos.time_limits``).
+The loss works on ``[N, T + 1, ...]`` views of the trajectory slots; step T holds only the
+observation whose value bootstraps the n-step returns. A step truncated by a time limit
+bootstraps from the value of its episode's final observation (``fastrl.algos.time_limits``).
+
+- ``A2CSync``     the gradient of D(θ_j) at θ_j gives θ_{j+1} (lag 0).
+- ``A2CDelayed``  HTS-RL eq. 6: θ_{j+1} = θ_j − η g_{j−1}; g_j is taken at θ_j (``behaviour``,
+                  kept when the model moves on) on D(θ_j) (lag 1).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
 
 import numpy as np
 import torch
 
 from csrc_free_kernels.returns import nstep_returns
-from fastrl.algos.optimizers import RMSpropTF
 from fastrl.algos.time_limits import final_values
+from fastrl.algos.update_rule import Gradient, LossStats, forward_storage
 from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
-from fastrl.models.recurrent import hidden_size, unroll
-
-
-@dataclass
-class LossStats:
-    policy_loss: float
-    value_loss: float
-    entropy: float
-
-
-def forward_storage(model: torch.nn.Module, obs: torch.Tensor, storage: dict[str, np.ndarray],
-                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Forward all N*(T+1) observations at once -> heads [N, T+1, H], values [N, T+1], and for a recurrent
-    model the states after each row [N, T+1, 2H] (replayed from the storage's first states; else None)."""
-    n, t1 = obs.shape[:2]
-    if hidden_size(model):
-        return unroll(model, obs, torch.from_numpy(storage["hidden"][:, 0]).to(device),
-                      torch.from_numpy(storage["done"]).to(device))
-    logits, values = model(obs.reshape(n * t1, *obs.shape[2:]))
-    return logits.reshape(n, t1, -1), values.reshape(n, t1), None
 
 
 def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoConfig, device: torch.device,
@@ -58,11 +43,29 @@ def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoC
     return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())
 
 
-def make_optimizer(model: torch.nn.Module, algo: AlgoConfig) -> torch.optim.Optimizer:
-    if algo.optimizer == "rmsprop":
-        return torch.optim.RMSprop(model.parameters(), lr=algo.lr, alpha=algo.rms_alpha, eps=algo.eps)
-    if algo.optimizer == "rmsprop_tf":  # TF's formula (fastrl.algos.optimizers)
-        return RMSpropTF(model.parameters(), lr=algo.lr, alpha=algo.rms_alpha, eps=algo.eps)
-    if algo.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=algo.lr, eps=algo.eps)
-    return torch.optim.SGD(model.parameters(), lr=algo.lr)
+class A2CSync(Gradient):
+    def _loss(self, net, storage):
+        return a2c_loss(net, storage, self.algo, self.device, self.distribution)
+
+
+class A2CDelayed(A2CSync):
+    lag = 1
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.behaviour = copy.deepcopy(self.model)  # holds θ_j while its gradient is taken
+
+    def _acting(self) -> torch.nn.Module:
+        return self.behaviour
+
+    def advance(self):
+        self.behaviour.load_state_dict(self.model.state_dict())  # θ_j, before it moves on
+        return super().advance()
+
+    def state(self) -> dict:
+        grads = self.pending_grads
+        return {"pending_grads": [g.detach().cpu() for g in grads] if grads is not None else None}
+
+    def load(self, state: dict) -> None:
+        grads = state.get("pending_grads")
+        self.pending_grads = [g.to(self.device) for g in grads] if grads is not None else None

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from csrc_free_kernels.vtrace import vtrace
-from fastrl.algos.a2c import LossStats, forward_storage
 from fastrl.algos.time_limits import final_values
-from fastrl.algos.vtrace import vtrace_torch
+from fastrl.algos.update_rule import Gradient, LossStats, forward_storage
+from fastrl.algos.vtrace_torch import vtrace_torch
 from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 
@@ -63,3 +63,12 @@ def _vtrace(storage, target_logp: torch.Tensor, values: torch.Tensor, ends: np.n
         return torch.from_numpy(vs), torch.from_numpy(advantages)
     to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
     return vtrace_torch(to(behaviour), target_logp, to(rewards), to(dones), values, *args, final_values=to(ends))
+
+
+class Impala(Gradient):
+    """One V-trace step per batch at the current θ; the async learner measures the lag."""
+
+    lag = None
+
+    def _loss(self, net, storage):
+        return impala_loss(net, storage, self.algo, self.device, self.distribution)

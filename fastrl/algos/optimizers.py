@@ -1,4 +1,4 @@
-"""RMSprop as TensorFlow computes it (``algo.optimizer = "rmsprop_tf"``).
+"""The optimizers a config names (``algo.optimizer``), and RMSprop as TensorFlow computes it (``"rmsprop_tf"``).
 
 PyTorch's ``RMSprop`` and TensorFlow's ``RMSPropOptimizer`` differ in two places:
 
@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
+
+from fastrl.config import AlgoConfig
 
 
 class RMSpropTF(torch.optim.Optimizer):
@@ -54,3 +56,14 @@ class RMSpropTF(torch.optim.Optimizer):
         square_avg = state["square_avg"]
         square_avg.mul_(group["alpha"]).addcmul_(p.grad, p.grad, value=1.0 - group["alpha"])
         p.addcdiv_(p.grad, square_avg.add(group["eps"]).sqrt_(), value=-group["lr"])
+
+
+def make_optimizer(model: torch.nn.Module, algo: AlgoConfig) -> torch.optim.Optimizer:
+    """The optimizer ``algo.optimizer`` names, over ``model``'s parameters."""
+    if algo.optimizer == "rmsprop":
+        return torch.optim.RMSprop(model.parameters(), lr=algo.lr, alpha=algo.rms_alpha, eps=algo.eps)
+    if algo.optimizer == "rmsprop_tf":  # TF's formula (fastrl.algos.optimizers)
+        return RMSpropTF(model.parameters(), lr=algo.lr, alpha=algo.rms_alpha, eps=algo.eps)
+    if algo.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=algo.lr, eps=algo.eps)
+    return torch.optim.SGD(model.parameters(), lr=algo.lr)

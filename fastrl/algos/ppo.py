@@ -1,17 +1,34 @@
-"""PPO's clipped surrogate loss (Schulman et al. 2017) over one storage, in minibatches.
+"""PPO (Schulman et al. 2017): the clipped-surrogate loss and the rule that runs its epochs.
 
 The storage's behaviour log-probs (written by the actor with the policy that acted) are the
 ``old`` policy of the ratio, so the same loss serves ``sync`` (ratio starts at 1) and ``hts``
 (the learner starts one version ahead; the clipped ratio corrects for that lag).
+
+The rule: GAE advantages from the values the actors wrote and the trainee's bootstrap values,
+then ``algo.epochs`` passes of ``algo.minibatches`` minibatches drawn from (run seed, rollout).
+Lag 0 (sync): on D(θ_j) from θ_j. Lag 1 (hts): the epochs on D(θ_j) start from θ_{j+1}, the
+parameters the envs act with next, in a ``trainee``; ``advance`` hands over the trainee's
+parameters. A recurrent model (``model.lstm``) draws its minibatches by env, whole rollouts
+replayed from their first state. Under torchrun the minibatches are drawn over every rank's rows
+(``fastrl.ranks.cohort``).
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from csrc_free_kernels.gae import gae
+from fastrl.algos.time_limits import final_values
+from fastrl.algos.update_rule import Losses, Update, UpdateRule, checked_losses, gradients_of
+from fastrl.buffers.control import Stat
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
+from fastrl.models.normalizer import observe_returns
+from fastrl.models.recurrent import hidden_size, unroll
+
+PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
 
 
 @dataclass
@@ -76,3 +93,169 @@ def minibatch_indices(count: int, minibatches: int, rng: np.random.Generator) ->
     if not 1 <= minibatches <= count:
         raise ValueError(f"minibatches must be in 1..{count}, got {minibatches}")
     return np.array_split(rng.permutation(count), minibatches)
+
+
+class PPO(UpdateRule):
+    def __init__(self, *args, lag: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lag = lag
+        # hts: the trainee runs the epochs while ``model`` keeps the published θ
+        self.trainee = copy.deepcopy(self.model) if lag else self.model
+        self.pending = False  # the trainee holds epochs not yet handed over
+        self.norm = 0.0  # gradient norm of the trainee's last step, counted when it is handed over
+
+    def differentiated(self):
+        return [self.trainee]
+
+    @property
+    def trained(self) -> torch.nn.Module:
+        return self.trainee
+
+    def warm_up(self, storage):
+        """A loss and backward on minibatches of the sizes the epochs draw, and the bootstrap forward, so a
+        compiled model (``model.compile``) compiles its graphs here, in start-up, not in the first update."""
+        steps = storage["action"].shape[1] - 1
+        rows = lambda key: torch.from_numpy(storage[key][:, :steps]).to(self.device).flatten(0, 1)  # noqa: E731
+        algo = self.algo
+        recurrent = hidden_size(self.trainee)
+        count = rows("reward").shape[0]
+        sizes = {count} if recurrent else {len(part) for part in np.array_split(np.arange(count), algo.minibatches)}
+        for size in sorted(sizes):
+            zeros = torch.zeros(size, device=self.device)
+            batch = PPOBatch(rows("obs")[:size], rows("action")[:size], rows("logp")[:size], zeros, zeros, zeros)
+            outputs = None
+            if recurrent:
+                sequences = Sequences.of(storage, self.device)
+                outputs = sequences.replay(self.trainee, np.arange(len(sequences.hidden0)))
+            loss, _ = ppo_loss(self.trainee, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
+                               algo.normalize_advantages, distribution=self.distribution, outputs=outputs)
+            loss.backward()
+        self.trainee.zero_grad(set_to_none=True)
+        if not recurrent:
+            with torch.no_grad():
+                self.trainee(torch.from_numpy(storage["obs"][:, steps]).to(self.device))  # _flatten's bootstrap
+
+    def learn(self, storage, rollout):
+        self._observe(self.trainee, storage)
+        # sync: from θ_j; hts: from θ_{j+1}, what the envs act with next
+        losses, self.norm = self._epochs(storage, rollout)
+        self.pending = True
+        return losses
+
+    def advance(self):
+        if not self.pending:
+            return None  # θ_1 = θ_0, as in A2C's delayed gradient
+        self.pending = False
+        return Update(self.lag, params=self.trainee.state_dict() if self.lag else None, norm=self.norm)
+
+    def _epochs(self, storage, rollout: int) -> tuple[Losses, float]:
+        """``algo.epochs`` passes of minibatch steps on the trainee; its mean loss terms and last gradient norm."""
+        algo, net = self.algo, self.trainee
+        data = self._flatten(storage)
+        sequences = Sequences.of(storage, self.device) if hidden_size(net) else None
+        value_scale = observe_returns(net, data.returns, self.cohort.moments)  # algo.normalize_returns (1.0 without)
+        count = data.actions.shape[0]
+        first, total = self.cohort.rows(count)  # minibatches are drawn over every rank's rows
+        advantages = self.cohort.gather(data.advantages)
+        rng = np.random.default_rng([self.seed, PPO_STREAM, rollout])  # never from timing
+        length = storage["action"].shape[1] - 1 if sequences is not None else 1  # rows drawn together: an env's
+        totals, norm, steps = np.zeros(5), 0.0, 0
+        for _ in range(algo.epochs):
+            for index in _whole(minibatch_indices(total // length, algo.minibatches, rng), length):
+                mine = index[(index >= first) & (index < first + count)] - first  # the rows this rank holds
+                if len(mine) == 0:  # none this time: the other ranks' gradients still need this rank's zeros
+                    norm = self.step(net, [torch.zeros_like(p) for p in net.parameters()])
+                    continue
+                batch = self._minibatch(data, mine, advantages[torch.from_numpy(index).to(self.device)])
+                net.zero_grad(set_to_none=True)
+                outputs = None if sequences is None else sequences.replay(net, mine[::length] // length)
+                loss, stats = ppo_loss(net, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
+                                       False, value_scale, self.distribution, outputs)
+                checked_losses(rollout, stats.policy_loss, stats.value_loss, stats.entropy)
+                # weighted by this rank's share of the minibatch: the ranks' mean gradient is the whole minibatch's
+                (loss * (len(mine) * self.cohort.ranks / len(index))).backward()
+                norm = self.step(net, gradients_of(net))
+                totals += (stats.policy_loss, stats.value_loss, stats.entropy, stats.clip_fraction, stats.approx_kl)
+                steps += 1
+        columns = (Stat.POLICY_LOSS, Stat.VALUE_LOSS, Stat.ENTROPY, Stat.CLIP_FRACTION, Stat.APPROX_KL)
+        return dict(zip(columns, totals / max(steps, 1))), norm
+
+    def _minibatch(self, data: PPOBatch, mine: np.ndarray, advantages: torch.Tensor) -> PPOBatch:
+        """This rank's rows ``mine`` of a minibatch whose every rank's advantages are ``advantages``: those
+        normalised by the whole minibatch's mean and std (``algo.normalize_advantages``)."""
+        index = torch.from_numpy(mine).to(self.device)
+        batch = PPOBatch(*(getattr(data, f)[index] for f in PPOBatch.__dataclass_fields__))
+        if self.algo.normalize_advantages and advantages.numel() > 1:
+            batch.advantages = (batch.advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        return batch
+
+    @torch.no_grad()
+    def _flatten(self, storage) -> PPOBatch:
+        """Advantages by GAE, as flat [N*T] rows, from the values the actors wrote while acting (CleanRL and
+        stable-baselines3 take them so; forwarding every row again took a fifth of the Pong learner's time)
+        and the trainee's values of what the rollout ends on: row T and the final observations of truncations."""
+        algo, device = self.algo, self.device
+        steps = storage["action"].shape[1] - 1
+        obs = torch.from_numpy(storage["obs"]).to(device)
+        acted = storage["value"][:, :steps]
+        after = None
+        if hidden_size(self.trainee):  # the state at row T and after each truncation: the whole rollout replayed
+            _, values, after = unroll(self.trainee, obs, torch.from_numpy(storage["hidden"][:, 0]).to(device),
+                                      torch.from_numpy(storage["done"]).to(device))
+            bootstrap = values[:, steps]
+        else:
+            _, bootstrap = self.trainee(obs[:, steps])
+        advantages = gae(storage["reward"][:, :steps], storage["done"][:, :steps],
+                         np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
+                         algo.gamma, algo.gae_lambda,
+                         final_values=final_values(self.trainee, storage, device, after))  # time limits
+        advantages = torch.from_numpy(advantages).to(device)
+        values = torch.from_numpy(np.ascontiguousarray(acted, dtype=np.float32)).to(device)
+        flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
+        return PPOBatch(
+            obs=flat(obs[:, :steps]),
+            actions=flat(torch.from_numpy(storage["action"][:, :steps]).to(device)),
+            old_logp=flat(torch.from_numpy(storage["logp"][:, :steps]).to(device)),
+            old_values=flat(values),
+            advantages=flat(advantages),
+            returns=flat(advantages + values),
+        )
+
+    def state(self) -> dict:
+        return {"trainee": self.trainee.state_dict() if self.lag and self.pending else None}
+
+    def load(self, state: dict) -> None:
+        if not self.lag:
+            return
+        trainee = state.get("trainee")
+        self.pending = trainee is not None
+        self.trainee.load_state_dict(trainee if trainee is not None else self.model.state_dict())
+
+
+@dataclass(frozen=True)
+class Sequences:
+    """A recurrent model's view of a storage for PPO: each env's T rows, the state it began the rollout
+    with, and how each step ended (where the state resets)."""
+
+    obs: torch.Tensor  # [N, T, ...]
+    hidden0: torch.Tensor  # [N, 2H]
+    done: torch.Tensor  # [N, T]
+
+    @classmethod
+    def of(cls, storage: dict[str, np.ndarray], device: torch.device) -> Sequences:
+        steps = storage["action"].shape[1] - 1
+        take = lambda key: torch.from_numpy(storage[key][:, :steps]).to(device)  # noqa: E731
+        return cls(take("obs"), torch.from_numpy(storage["hidden"][:, 0]).to(device), take("done"))
+
+    def replay(self, net: torch.nn.Module, envs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """(head, value) of these envs' rows, env-major: the order of ``_whole``'s row indices."""
+        index = torch.from_numpy(np.asarray(envs, np.int64)).to(self.hidden0.device)
+        head, value, _ = unroll(net, self.obs[index], self.hidden0[index], self.done[index])
+        return head.flatten(0, 1), value.flatten(0, 1)
+
+
+def _whole(groups: list[np.ndarray], length: int) -> list[np.ndarray]:
+    """Minibatches of groups (envs) as row indices of the env-major flat rows: all ``length`` rows of each."""
+    if length == 1:
+        return groups
+    return [(group[:, None] * length + np.arange(length)).ravel() for group in groups]

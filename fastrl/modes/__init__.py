@@ -13,6 +13,7 @@ All modes use the same trajectory slots. A barrier mode (sync, hts) gives every 
 This module is the one place that lists the modes and the algorithms each learns with: the
 config's choices and checks, ``build_learner`` and ``make_rule`` read them from here.
 """
+
 from __future__ import annotations
 
 from fastrl.modes import asynchronous, gala, hts, sync
@@ -22,8 +23,19 @@ MODES: dict[str, Mode] = {mode.name: mode for mode in (sync.MODE, hts.MODE, asyn
 ALGORITHMS = ("a2c", "ppo", "impala", "none")  # algo.name's choices, in the order the docs give them
 GALA_BASES = tuple(gala.BASES)
 
-__all__ = ["ALGORITHMS", "GALA_BASES", "MODES", "BarrierSteps", "Mode", "ModeSpec", "Schedule",
-           "algorithm_error", "get_mode", "mode_of"]
+__all__ = [
+    "ALGORITHMS",
+    "GALA_BASES",
+    "MODES",
+    "BarrierSteps",
+    "Mode",
+    "ModeSpec",
+    "Schedule",
+    "algorithm_error",
+    "default_algorithm",
+    "get_mode",
+    "mode_of",
+]
 
 
 def get_mode(name: str) -> Mode:
@@ -36,6 +48,13 @@ def get_mode(name: str) -> Mode:
 def mode_of(config) -> ModeSpec:
     """The slot schedule of a run: its mode's, or for ``gala`` its base mode's, named after both."""
     return get_mode(config.engine.mode).spec_of(config)
+
+
+def default_algorithm(mode: str) -> str:
+    """What ``algo.name = "auto"`` learns with in ``mode``: PPO where the mode takes it (sync, hts), else the
+    mode's own learning algorithm (async: IMPALA, gala: A2C)."""
+    algorithms = get_mode(mode).algorithms
+    return "ppo" if "ppo" in algorithms else next(a for a in algorithms if a != "none")
 
 
 def algorithm_error(mode: str, algorithm: str) -> str | None:
@@ -52,4 +71,3 @@ def algorithm_error(mode: str, algorithm: str) -> str | None:
 
 def _either(names) -> str:
     return " or ".join(repr(name) for name in names)
-

@@ -18,6 +18,7 @@ that owned it would reach into the learner's channels and buffers, which this pa
 by the config and by executors) must not know. What it shares with the barrier modes (the
 checked optimizer step, counting, publishing, checkpoints) it inherits.
 """
+
 from __future__ import annotations
 
 from fastrl.modes.base import Mode, ModeSpec

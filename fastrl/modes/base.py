@@ -11,10 +11,12 @@ A ``Schedule`` orders steps the learner provides (``BarrierSteps``); it holds no
 instance serves every run. Nothing here imports torch or the learner: ``fastrl.config`` imports
 this package, and executors import it without ever loading torch.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 
 class BarrierSteps(Protocol):

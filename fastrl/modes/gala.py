@@ -10,6 +10,7 @@ after its local step, at every barrier in turn:
   (gossiping it), publishes it and releases rollout j+1 first, then takes g_j at θ_j on D(θ_j)
   while the envs fill rollout j+1: the overlap of learning and acting that HTS-RL is about.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace

@@ -14,6 +14,7 @@ those of the HTS-RL schedule, bit for bit; only the waiting goes. A barrier that
 env parked (a checkpoint, the last one) is decided one barrier early: its "go" for the next
 rollout is held back.
 """
+
 from __future__ import annotations
 
 from fastrl.modes.base import BarrierSteps, Mode, ModeSpec, Schedule
@@ -39,5 +40,4 @@ class RunAhead(Schedule):
 
 
 SPEC = ModeSpec("hts", storages=2, policy_lag=1, lockstep=False, run_ahead=True, schedule=RunAhead())
-MODE = Mode("hts", ("a2c", "ppo", "none"), "lag 1: the delayed gradient, or PPO's clipped ratio",
-            lambda config: SPEC)
+MODE = Mode("hts", ("a2c", "ppo", "none"), "lag 1: the delayed gradient, or PPO's clipped ratio", lambda config: SPEC)

@@ -4,6 +4,7 @@ One slot per env; the actors forward all their envs at once every step. At barri
 update rule takes D(θ_j) at θ_j and θ_{j+1} comes from it at once (policy lag 0, asserted); the
 envs wait for θ_{j+1} before rollout j+1 begins.
 """
+
 from __future__ import annotations
 
 from fastrl.modes.base import BarrierSteps, Mode, ModeSpec, Schedule

@@ -1,0 +1,120 @@
+"""Every key's default and documentation, as ``fastrl config`` prints them and as
+``docs/config-reference.md`` lists them (``fastrl config --markdown > docs/config-reference.md``;
+``tests/test_config.py`` fails when the page and the schema differ)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import typing
+from typing import Any
+
+from fastrl.config.schema import Config
+
+SUMMARY_CHARS = 80  # of a shipped config's header sentence in `fastrl configs`
+REFERENCE_PAGE_HEADER = """\
+# Configuration reference
+
+Every key of a fastrl config: its default (what a config file that leaves it out gets) and its meaning.
+Generated from the schema's own field documentation (`fastrl/config/schema.py`) by
+`fastrl config --markdown > docs/config-reference.md`; a test fails when this page is stale. How configs
+are read and overridden, and the shipped configs: [configuration.md](configuration.md).
+"""
+
+
+def field_docs(cls: type = Config, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(key, default, documentation) for every leaf key, for ``fastrl config`` and the reference page."""
+    return [(key, default, field.metadata.get("doc", "")) for key, default, field in _leaves(cls, prefix)]
+
+
+def _leaves(cls: type, prefix: str) -> list[tuple[str, Any, dataclasses.Field]]:
+    rows = []
+    for f in dataclasses.fields(cls):
+        tp = typing.get_type_hints(cls)[f.name]
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            rows += _leaves(tp, f"{prefix}{f.name}.")
+        else:
+            default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            rows.append((f"{prefix}{f.name}", default, f))
+    return rows
+
+
+def reference_markdown() -> str:
+    """The reference page: one table per section (key, default, allowed values, meaning)."""
+    parts = [REFERENCE_PAGE_HEADER.rstrip("\n")]
+    for section in _sections(Config, ""):
+        name, cls, doc = section
+        parts.append(f"\n## `{name}`\n\n{doc}\n")
+        parts.append("| key | default | allowed | meaning |\n|---|---|---|---|")
+        for key, default, f in _leaves(cls, f"{name}."):
+            if key.count(".") == name.count(".") + 1:
+                parts.append(f"| `{key}` | `{_toml(default)}` | {_allowed(f)} | {_cell(f.metadata.get('doc', ''))} |")
+    return "\n".join(parts) + "\n"
+
+
+def _sections(cls: type, prefix: str) -> list[tuple[str, type, str]]:
+    """Each table of the config (nested ones too, e.g. ``env.atari``), depth first, with its description."""
+    out = []
+    for f in dataclasses.fields(cls):
+        tp = typing.get_type_hints(cls)[f.name]
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            doc = f.metadata.get("doc", "")
+            own = inspect.getdoc(tp) if tp.__doc__ and not tp.__doc__.startswith(tp.__name__ + "(") else ""
+            text = ". ".join(s for s in (doc[:1].upper() + doc[1:], own) if s).rstrip(".") + "."
+            out.append((f"{prefix}{f.name}", tp, _cell(text)))
+            out += _sections(tp, f"{prefix}{f.name}.")
+    return out
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, dict):
+        return "{}" if not value else "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value)
+
+
+def _allowed(f: dataclasses.Field) -> str:
+    meta = f.metadata
+    rules = []
+    if "choices" in meta:
+        rules.append(", ".join(f"`{_toml(c)}`" for c in meta["choices"]))
+    for rule, sign in (("min", ">="), ("min_exclusive", ">"), ("max", "<=")):
+        if rule in meta:
+            rules.append(f"{sign} {meta[rule]}")
+    if "multiple_of" in meta:
+        rules.append(f"a multiple of {meta['multiple_of']}")
+    if meta.get("auto"):
+        rules.append('or `"auto"`')
+    return _cell(", ".join(rules))
+
+
+def _cell(text: str) -> str:
+    """Markdown table cells cannot hold a bare pipe or a line break."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def shipped_config_lines() -> list[str]:
+    """One line per shipped config, for ``fastrl configs``: its name, env, mode and algorithm, and the
+    first sentence of its header comment."""
+    from fastrl.config.loading import SHIPPED_CONFIGS, load_config, shipped_configs
+
+    lines = []
+    for name in shipped_configs():
+        config = load_config(SHIPPED_CONFIGS / f"{name}.toml")
+        header = " ".join(
+            line.lstrip("# ").strip()
+            for line in (SHIPPED_CONFIGS / f"{name}.toml").read_text(encoding="utf-8").splitlines()
+            if line.startswith("#")
+        )
+        first = re.split(r"(?<! al)\. ", header)[0].split(": ")[0].rstrip(".")
+        if len(first) > SUMMARY_CHARS:
+            first = first[:SUMMARY_CHARS].rsplit(" ", 1)[0] + " ..."
+        what = f"{config.env.id}, {config.engine.mode} {config.algo.name}"
+        lines.append(f"{name:20s} {what:36s} {first}")
+    return lines

@@ -1,0 +1,392 @@
+"""The run configuration's schema: one typed dataclass per section, every field with its
+documentation and its validation rules in ``metadata`` (``fastrl config`` and the generated
+``docs/config-reference.md`` print them; ``fastrl.config.loading`` enforces them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastrl.errors import ConfigError
+from fastrl.modes import ALGORITHMS, GALA_BASES, MODES, default_algorithm
+
+AUTO = "auto"  # engine.executors / actors / inline_actors: chosen for the machine (process/auto_layout.py)
+
+
+def resolved_int(value: int | str, key: str) -> int:
+    """A key that may be ``"auto"`` in a config, read where the run's layout has resolved it
+    (``fastrl.process.auto_layout``): its number, or an error naming the key if it was never resolved."""
+    if isinstance(value, str):
+        raise ConfigError(f"{key} = {value!r} was not resolved before it was used (fastrl.process.auto_layout)")
+    return value
+
+
+def resolved_bool(value: bool | str, key: str) -> bool:
+    """As ``resolved_int``, for a true/false key that may be ``"auto"``."""
+    if isinstance(value, str):
+        raise ConfigError(f"{key} = {value!r} was not resolved before it was used (fastrl.process.auto_layout)")
+    return value
+
+
+def _f(default: Any, doc: str, **rules: Any) -> Any:
+    """A dataclass field with its documentation and validation rules in metadata."""
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        factory = (lambda d=default: type(d)(d)) if not dataclasses.is_dataclass(default) else type(default)
+        return field(default_factory=factory, metadata={"doc": doc, **rules})
+    return field(default=default, metadata={"doc": doc, **rules})
+
+
+@dataclass
+class AtariConfig:
+    """The Atari preprocessing protocol (used only for ALE env ids)."""
+
+    frame_skip: int = _f(4, "emulator frames per agent step; the last two are max-pooled", min=1, max=1000)
+    size: int = _f(84, "observations are size x size grayscale, area-resized", min=8, max=1024)
+    stack: int = _f(4, "number of stacked frames in one observation", min=1, max=64)
+    noop_max: int = _f(30, "up to this many no-op actions after each reset (0 disables)", min=0)
+    fire_reset: bool = _f(True, "press FIRE after reset in games whose action set has FIRE")
+    episodic_life: bool = _f(False, "a lost life ends the episode for learning (not for the score)")
+    clip_rewards: bool = _f(True, "learn from sign(reward); the logged return is the raw score")
+    repeat_action_probability: float = _f(
+        -1.0, "sticky actions; -1 picks from the id (0.25 for v5 ids, 0 for NoFrameskip-v4)", min=-1.0, max=1.0
+    )
+    full_action_space: bool = _f(False, "use all 18 actions instead of the game's minimal set")
+    max_episode_frames: int = _f(108_000, "truncate an episode after this many emulator frames", min=1)
+
+
+@dataclass
+class EnvConfig:
+    id: str = _f(
+        "PongNoFrameskip-v4", "a gymnasium id, an ALE id (ALE/Pong-v5, PongNoFrameskip-v4) or 'package.module:factory'"
+    )
+    kwargs: dict = _f({}, "keyword arguments for gymnasium.make or the factory")
+    atari: AtariConfig = _f(AtariConfig(), "Atari preprocessing")
+    on_error: str = _f(
+        "raise",
+        "an exception (or an invalid observation/reward) from an env: 'raise' ends the run naming the env; "
+        "'reset' resets that env, ends its partial episode (done, no bootstrap across it), counts it and goes on",
+        choices=("raise", "reset"),
+    )
+
+
+@dataclass
+class EngineConfig:
+    mode: str = _f(
+        "sync",
+        "how rollout and learning interleave: 'sync' (lockstep, lag 0), 'hts' (two storages, lag 1), "
+        "'async' (IMPALA: no barrier, measured lag; nondeterministic by nature), "
+        "'gala' (engine.learners agents, each sync or hts on its share of the envs, gossiping parameters)",
+        choices=tuple(MODES),
+    )
+    envs: int = _f(16, "total number of environments", min=1, max=1 << 20)
+    executors: int | str = _f(
+        AUTO,
+        "processes that step the envs (envs are split evenly); 'auto': from the cores and GPU present "
+        "(docs/tuning.md), resolved before the run starts and written to its config.toml",
+        min=1,
+        auto=True,
+    )
+    actors: int | str = _f(
+        AUTO,
+        "processes that run the policy forward; 'auto': one per executor with inline actors (CPU), "
+        "else 1 on a GPU (2 with 16 or more cores)",
+        min=1,
+        auto=True,
+    )
+    learners: int = _f(
+        1,
+        "learner processes: 1, or the number of gala agents (each owns engine.envs / learners envs; "
+        "per rank under torchrun, where one per rank is a gala too)",
+        min=1,
+        max=256,
+    )
+    rollout: int = _f(64, "steps per env per rollout (T); in hts also the barrier interval alpha", min=1, max=1 << 20)
+    inline_actors: bool | str = _f(
+        AUTO,
+        "run each executor's policy forward inside the executor (engine.actors must equal engine.executors); "
+        "no queue round trip per step: best on CPU-only machines with few cores; 'auto': true without a GPU",
+        auto=True,
+    )
+    env_groups: int = _f(
+        2, "an executor announces its envs in this many groups, so stepping one overlaps inference of another", min=1
+    )
+    micro_batch: int = _f(
+        16,
+        "actor forward micro-batch; a fixed size keeps results batch-invariant: 16 or more holds on every CPU "
+        "measured, 8 holds for the CNNs but not for the MLP on AVX-512 Xeons (models/microbatch.py); make it the "
+        "envs one actor forwards at once (8: Pong's 16 envs on 2 executors with inline actors, docs/tuning.md)",
+        min=8,
+        max=1 << 16,
+        multiple_of=8,
+    )
+    core_rotation_s: float = _f(
+        0.0,
+        "Linux: every this many seconds each executor moves to the next CPU it may use, so rollout barriers "
+        "wait for the average core rather than the slowest (cores differ: hybrid CPUs, shared VMs); 0 = off",
+        min=0.0,
+    )
+    serial: bool = _f(False, "run executors, actors and learner in this one process (debugging, profiling)")
+    actor_threads: int = _f(1, "torch threads per actor process", min=1, max=1024)
+    learner_threads: int | str = _f(
+        AUTO,
+        "torch threads in each learner; 'auto', for the built-in CNNs on the CPU: every core on machines of up "
+        "to 4 cores, shared with the executors, which wait while a CPU learner learns (2 threads ran Pong PPO 1.8x "
+        "faster than 1 on 2 cores), a quarter of the cores per learner (2-8) above that; 1 for other models (2 "
+        "threads ran Hopper's MLP 5x slower) and with CUDA",
+        min=1,
+        max=1024,
+        auto=True,
+    )
+    device: str = _f("cpu", "device for actors and learner", choices=("cpu", "cuda", "auto"))
+    step_delay_s: float = _f(0.0, "testing: max random sleep injected after each env step", min=0.0)
+
+
+@dataclass
+class AlgoConfig:
+    name: str = _f(
+        AUTO,
+        "learning algorithm: 'a2c' (sync, hts, gala), 'ppo' (sync, hts), 'impala' (async: V-trace); "
+        "'none' collects without learning (benchmarks); 'auto': the mode's: ppo in sync and hts, impala in "
+        "async, a2c in gala",
+        choices=(AUTO, *ALGORITHMS),
+    )
+    lr: float = _f(2.5e-4, "learning rate", min_exclusive=0.0)
+    optimizer: str = _f(
+        "adam",
+        "optimizer; 'rmsprop_tf' is RMSprop as TensorFlow and openai/baselines compute it (square average "
+        "starts at 1, eps inside the square root; sb3's RMSpropTFLike), 'rmsprop' is torch's",
+        choices=("rmsprop", "rmsprop_tf", "adam", "sgd"),
+    )
+    lr_schedule: str = _f(
+        "linear",
+        "'constant', or 'linear': lr x (1 - frames / run.total_frames) at each update (PPO and A2C papers), "
+        "from the learner's frame counter, so runs and resumes stay deterministic",
+        choices=("constant", "linear"),
+    )
+    eps: float = _f(1e-5, "optimizer epsilon (rmsprop_tf: under the square root)", min_exclusive=0.0)
+    rms_alpha: float = _f(0.99, "RMSprop smoothing constant (rmsprop, rmsprop_tf)", min=0.0, max=1.0)
+    gamma: float = _f(0.99, "discount", min=0.0, max=1.0)
+    entropy_coef: float = _f(0.01, "entropy bonus weight", min=0.0)
+    value_coef: float = _f(0.5, "value loss weight", min=0.0)
+    max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
+    epochs: int = _f(4, "ppo: passes over each storage per update", min=1, max=1000)
+    minibatches: int = _f(4, "ppo: minibatches per epoch (the envs x rollout steps split evenly)", min=1)
+    clip: float = _f(0.1, "ppo: clip range of the probability ratio", min_exclusive=0.0)
+    value_clip: float = _f(0.1, "ppo: clip range of the value change around the pre-update value (0 disables)", min=0.0)
+    gae_lambda: float = _f(0.95, "ppo: GAE lambda (1 gives n-step returns minus V)", min=0.0, max=1.0)
+    normalize_advantages: bool = _f(True, "ppo: standardize advantages per minibatch")
+    normalize_returns: bool | str = _f(
+        AUTO,
+        "ppo: the value head predicts returns in units of their running mean and std (sample-factory's "
+        "normalize_returns); the value loss and value clip are measured in those units; built-in models only; "
+        "'auto': on for PPO with a built-in model, off otherwise",
+        auto=True,
+    )
+    normalize_rewards: bool = _f(
+        False,
+        "train on rewards divided by the running std of each env's discounted return (gymnasium's "
+        "NormalizeReward as CleanRL uses it, SB3's VecNormalize norm_reward), computed by the learner; the slots, "
+        "episode returns and metrics keep the raw rewards; the statistics and accumulators are checkpointed",
+    )
+    reward_clip: float = _f(
+        10.0,
+        "algo.normalize_rewards: the scaled rewards are clipped to +-this (inf: no clip)",
+        min_exclusive=0.0,
+        allow_inf=True,
+    )
+    batch_slots: int = _f(
+        32,
+        "impala: full trajectory slots per learner batch; the run allocates engine.envs + 2 x this slots, "
+        "so envs rarely wait for a free slot while the learner holds one batch and the next fills",
+        min=1,
+        max=1 << 16,
+    )
+    rho_bar: float = _f(
+        1.0,
+        "impala: V-trace truncation of the importance weight in the targets and advantages",
+        min_exclusive=0.0,
+        allow_inf=True,
+    )
+    c_bar: float = _f(1.0, "impala: V-trace truncation of the trace coefficients", min_exclusive=0.0, allow_inf=True)
+    vtrace_lambda: float = _f(1.0, "impala: V-trace lambda (mixes in TD(lambda) traces)", min=0.0, max=1.0)
+
+
+@dataclass
+class GalaConfig:
+    """GALA (Assran et al. 2019): engine.learners agents that mix parameters after each local update."""
+
+    mixing: str = _f(
+        "ring",
+        "'ring': each agent averages its parameters with its in-peer's last message (directed ring, non-blocking); "
+        "'allreduce': gradients averaged over all agents every update (one big A2C, learners stay identical); "
+        "'none': independent agents",
+        choices=("ring", "allreduce", "none"),
+    )
+    base: str = _f("sync", "each agent's schedule on its envs: 'sync' (A2C) or 'hts' (HTS-RL)", choices=GALA_BASES)
+    max_staleness: int = _f(
+        8,
+        "tau': an agent blocks only when more than this many of its updates passed without a new message from its "
+        "in-peer (ring); a faster agent runs at most tau'+1 updates per update of its in-peer",
+        min=0,
+        max=1 << 20,
+    )
+    deterministic: bool = _f(
+        False,
+        "fixed gossip schedule: update k mixes the in-peer's message of update k (a sender waits until it is read), "
+        "so the run is bit-reproducible across executor/actor counts",
+    )
+
+
+@dataclass
+class ModelConfig:
+    name: str = _f(
+        "auto",
+        "'auto', 'mlp', 'nature', 'shallow', 'impala', 'multi' (Dict observations with an image), "
+        "'random' (uniform) or 'package.module:factory'",
+    )
+    hidden: list[int] = _f(
+        [64, 64], "hidden layer sizes of the mlp (and of multi's vector part)", item_range=(1, 1 << 16)
+    )
+    kwargs: dict = _f({}, "keyword arguments for a custom model factory")
+    precision: str = _f(
+        "auto",
+        "'fp32', or 'bf16' (convolutions and FC in bfloat16, heads and parameters in float32; built-in CNNs only); "
+        "'auto': bf16 for the built-in CNNs on a CPU with AMX-BF16 (3x faster training there), fp32 otherwise",
+        choices=("auto", "fp32", "bf16"),
+    )
+    normalize_obs: bool | str = _f(
+        AUTO,
+        "normalise observations per element by running mean and std, clipped to +-5 (sample-factory's "
+        "normalize_input); the statistics are model buffers: published, checkpointed, resumed; built-in models "
+        "only; 'auto': on for the built-in models, off for 'random' and custom ones (which normalise their own "
+        "inputs)",
+        auto=True,
+    )
+    compile: bool | str = _f(
+        AUTO,
+        "torch.compile the policy's forward and backward in actors and learners (in place: checkpoints and "
+        "load_policy are the eager model's); 'auto': on for the built-in image models on the CPU in runs of "
+        "1M frames or more, where it measured faster (fastrl/models/compiling.py), off elsewhere",
+        auto=True,
+    )
+    lstm: int = _f(
+        0,
+        "hidden size H of an LSTM core between the model's encoder and its heads (0: feed-forward); each env's "
+        "state is kept in the slots and the learner replays every rollout from its first state; built-in models only",
+        min=0,
+        max=1 << 14,
+    )
+
+
+@dataclass
+class RunConfig:
+    seed: int = _f(0, "run seed; every env's stream derives from (seed, env index)", min=0)
+    total_frames: int = _f(10_000_000, "stop after this many env frames (agent steps x frame skip)", min=1)
+    max_seconds: float = _f(
+        float("inf"), "stop after this many seconds of training (start-up excluded)", min_exclusive=0.0, allow_inf=True
+    )
+    target_return: float = _f(
+        float("inf"), "stop early once the mean return of recent episodes reaches this", allow_inf=True
+    )
+    dir: str = _f("runs", "parent folder of run directories")
+    log_interval_s: float = _f(5.0, "seconds between metrics.jsonl lines", min_exclusive=0.0)
+    progress: bool = _f(True, "show a live one-line progress display")
+    return_window: int = _f(100, "episodes averaged for the logged mean return", min=1)
+    checkpoint_interval_s: float = _f(
+        600.0,
+        "seconds between periodic checkpoints (taken at the next rollout barrier; inf disables)",
+        min_exclusive=0.0,
+        allow_inf=True,
+    )
+    checkpoint_interval_frames: int = _f(0, "env frames between periodic checkpoints (0 disables)", min=0)
+    keep_checkpoints: int = _f(3, "numbered checkpoints kept in RUN_DIR/checkpoints besides latest.pt", min=1)
+    tensorboard: bool = _f(
+        True,
+        "write TensorBoard event files to RUN_DIR/tb (main process only): every metrics.jsonl scalar, "
+        "the episode returns as a histogram; view with `tensorboard --logdir RUN_DIR/tb`",
+    )
+    wandb: bool = _f(
+        False, "also log every metrics.jsonl scalar to Weights & Biases (needs `pip install 'fastrl[wandb]'`)"
+    )
+    wandb_project: str = _f("fastrl", "run.wandb: the W&B project")
+    wandb_name: str = _f("", "run.wandb: the W&B run name ('' = the run directory's name)")
+
+
+@dataclass
+class ReliabilityConfig:
+    queue_timeout_s: float = _f(10.0, "a queue operation taking longer than this is a fault", min_exclusive=0.0)
+    startup_timeout_s: float = _f(120.0, "workers must be ready within this", min_exclusive=0.0)
+    watchdog_s: float = _f(
+        60.0,
+        "a worker without a heartbeat for this long (a hung env step, a wedged queue) ends the run; inf disables",
+        min_exclusive=0.0,
+        allow_inf=True,
+    )
+    shutdown_timeout_s: float = _f(
+        30.0,
+        "on Ctrl-C/SIGTERM or a fault: how long to wait for the next barrier and the learner's checkpoint",
+        min_exclusive=0.0,
+    )
+
+
+@dataclass
+class DistConfig:
+    """Read only when ``torchrun`` launched the run (docs/many-machines.md): each rank is a whole engine."""
+
+    backend: str = _f(
+        "auto",
+        "torch.distributed backend between the ranks' learners: 'gloo' (CPU tensors), 'nccl' (CUDA "
+        "learners), 'auto': nccl when engine.device is CUDA, else gloo",
+        choices=("auto", "gloo", "nccl"),
+    )
+    timeout_s: float = _f(
+        60.0,
+        "a rank that does not answer a collective (or the rendezvous store) within this is a fault: every "
+        "rank ends, naming it",
+        min_exclusive=0.0,
+    )
+    bucket_mb: float = _f(
+        1.0,
+        "gradients are all-reduced in buckets of about this many MB, each started as soon as backward has "
+        "made it, so the exchange overlaps the rest of backward (DDP's bucketing); 0: one all-reduce after "
+        "backward",
+        min=0.0,
+    )
+
+
+@dataclass
+class Config:
+    env: EnvConfig = _f(EnvConfig(), "environment")
+    engine: EngineConfig = _f(EngineConfig(), "processes and buffers")
+    algo: AlgoConfig = _f(AlgoConfig(), "learning algorithm")
+    gala: GalaConfig = _f(GalaConfig(), "gala mode: gossip between learners")
+    model: ModelConfig = _f(ModelConfig(), "policy network")
+    run: RunConfig = _f(RunConfig(), "seed, budget, logging")
+    reliability: ReliabilityConfig = _f(ReliabilityConfig(), "timeouts and the watchdog")
+    dist: DistConfig = _f(DistConfig(), "many machines: torch.distributed between ranks launched by torchrun")
+
+    def __post_init__(self) -> None:
+        resolve_derived_defaults(self)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# What "auto" means for the algorithm and the normalisation keys: what the mode, model and algorithm take.
+# Resolved when a Config is made, so everything after it (and the run's config.toml) reads plain values.
+BUILTIN_MODELS = ("auto", "mlp", "nature", "shallow", "impala", "multi")
+
+
+def resolve_derived_defaults(config: Config) -> None:
+    """The keys left at ``"auto"`` that follow from the others: ``algo.name`` the mode's algorithm
+    (``fastrl.modes.default_algorithm``); ``model.normalize_obs`` and ``algo.normalize_returns`` on where the
+    built-in models and PPO take them (the default job's settings), off for 'random', custom models and other
+    algorithms."""
+    if config.algo.name == AUTO:
+        config.algo.name = default_algorithm(config.engine.mode)
+    builtin = config.model.name in BUILTIN_MODELS
+    if config.model.normalize_obs == AUTO:
+        config.model.normalize_obs = builtin
+    if config.algo.normalize_returns == AUTO:
+        config.algo.normalize_returns = builtin and config.algo.name == "ppo"

@@ -1,0 +1,127 @@
+"""Which checkpoint a target names: a run directory, its ``checkpoints`` folder or a checkpoint file,
+and ``params``, which parameters of the run: ``"auto"`` the target's own checkpoint; for ``gala``
+runs (several learners) ``"average"`` the top-level checkpoint, which holds the average of the
+learners' parameters and a ``gala`` key, and ``"learner-<i>"`` (or ``"<i>"``) learner i's own
+``checkpoints/learner-<i>/latest.pt``. ``fastrl eval``, ``fastrl export`` and ``fastrl.load_policy``
+resolve their target here, alike."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from fastrl.config import Config, ConfigError, config_from_dict
+from fastrl.runs.checkpoint import LATEST, checkpoint_file
+
+_LEARNER = re.compile(r"^learner-(\d+)$")
+_PARAMS_ALLOWED = "'auto', 'average' or 'learner-<i>' (or just '<i>')"
+
+
+def run_dir_of(path: str | Path) -> Path | None:
+    """The run directory a target belongs to, or None (a checkpoint file outside any run).
+
+    A run directory holds ``checkpoints/``; a top-level checkpoint is ``RUN/checkpoints/<file>``
+    and a gala learner's is ``RUN/checkpoints/learner-<i>/<file>``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        if (path / "checkpoints").is_dir():
+            return path
+        folder = path
+    else:
+        folder = path.parent
+    if folder.name == "checkpoints":
+        return folder.parent
+    if _LEARNER.match(folder.name) and folder.parent.name == "checkpoints":
+        return folder.parent.parent
+    return None
+
+
+def learner_index(params: str) -> int | None:
+    """``"learner-3"`` or ``"3"`` -> 3; anything else -> None."""
+    text = params.strip()
+    m = _LEARNER.match(text)
+    if m:
+        return int(m[1])
+    if text.isdigit():
+        return int(text)
+    return None
+
+
+def learners_of(run_dir: Path) -> list[int]:
+    """The learners with a checkpoint of their own in a (gala) run, sorted."""
+    folder = run_dir / "checkpoints"
+    if not folder.is_dir():
+        return []
+    found = (_LEARNER.match(p.name) for p in folder.iterdir() if (p / LATEST).is_file())
+    return sorted(int(m[1]) for m in found if m)
+
+
+def resolve_checkpoint(target: str | Path, params: str | int = "auto") -> tuple[Path, str]:
+    """-> (the checkpoint file to evaluate, ``"auto"``, ``"average"`` or ``"learner-<i>"``).
+
+    Once the file is loaded, ``"auto"`` becomes what it holds and ``"average"`` is checked
+    (the file must carry a ``gala`` key).
+    """
+    if isinstance(params, (int, np.integer)) and not isinstance(params, bool):
+        params = str(params)  # learner i
+    if not isinstance(params, str):
+        raise ConfigError(f"params = {params!r}: expected {_PARAMS_ALLOWED}")
+    target = Path(target)
+    if not target.exists():
+        raise ConfigError(f"nothing to evaluate at {str(target)!r}: no such run directory or checkpoint file")
+    own = checkpoint_file(target)
+    run_dir = run_dir_of(target)
+    if params == "auto":
+        if not own.is_file():
+            raise ConfigError(f"nothing to evaluate at {str(target)!r}: no checkpoint {str(own)!r}")
+        return own, "auto"
+    if params == "average":
+        if own.is_file() and not _LEARNER.match(own.parent.name):  # the target is a top-level checkpoint
+            return own, "average"
+        if run_dir is None or not (run_dir / "checkpoints" / LATEST).is_file():
+            raise ConfigError(f"--params average: {str(target)!r} is not in a run directory with checkpoints/{LATEST}")
+        return run_dir / "checkpoints" / LATEST, "average"
+    index = learner_index(params)
+    if index is None:
+        raise ConfigError(f"params = {params!r} is not one of {_PARAMS_ALLOWED}")
+    name = f"learner-{index}"
+    if own.is_file() and own.parent.name == name:  # the target is one of this learner's own checkpoints
+        return own, name
+    if run_dir is None:
+        raise ConfigError(f"--params {params}: {str(target)!r} is not in a run directory (one holding checkpoints/)")
+    path = run_dir / "checkpoints" / name / LATEST
+    if not path.is_file():
+        learners = learners_of(run_dir)
+        if learners:
+            have = ", ".join(f"learner-{i}" for i in learners)
+            raise ConfigError(f"--params {params}: run {str(run_dir)!r} has no {name} checkpoint ({path}); "
+                              f"its learners are {have}")
+        raise ConfigError(f"--params {params}: run {str(run_dir)!r} has one learner (no checkpoints/learner-<i>/); "
+                          "--params learner-<i> applies to gala runs")
+    return path, name
+
+
+def load_checkpoint_of(path: Path, which: str) -> tuple[dict, Config, str]:
+    from fastrl.runs.checkpoint import load_checkpoint
+
+    try:
+        checkpoint = load_checkpoint(path)
+    except Exception as exc:
+        raise ConfigError(f"cannot read checkpoint {str(path)!r}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(checkpoint, dict) or not all(isinstance(checkpoint.get(k), dict) for k in ("model", "config")):
+        raise ConfigError(f"checkpoint {str(path)!r} holds no 'model' parameters and 'config' "
+                          "(not a fastrl checkpoint?)")
+    gala = checkpoint.get("gala")
+    if which == "average" and gala is None:
+        raise ConfigError(f"checkpoint {str(path)!r}: this run has one learner; --params average applies to gala runs")
+    if which == "auto":
+        which = "average" if gala is not None else "model"
+        if _LEARNER.match(path.parent.name):
+            which = path.parent.name
+    try:
+        config = config_from_dict(checkpoint["config"])
+    except ConfigError as exc:
+        raise ConfigError(f"checkpoint {str(path)!r}: its config cannot be used: {exc}") from None
+    return checkpoint, config, which
