@@ -9,6 +9,7 @@ bootstraps from the value of its episode's final observation (``fastrl.algos.tim
 - ``A2CDelayed``  HTS-RL eq. 6: θ_{j+1} = θ_j − η g_{j−1}; g_j is taken at θ_j (``behaviour``,
                   kept when the model moves on) on D(θ_j) (lag 1).
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,16 +24,26 @@ from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 
 
-def a2c_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoConfig, device: torch.device,
-             distribution: ActionDistribution = CATEGORICAL):
+def a2c_loss(
+    model: torch.nn.Module,
+    storage: dict[str, np.ndarray],
+    algo: AlgoConfig,
+    device: torch.device,
+    distribution: ActionDistribution = CATEGORICAL,
+):
     """``distribution`` reads the head (``fastrl.models.distributions``: logits, MultiDiscrete, Gaussian)."""
     steps = storage["action"].shape[1] - 1
     obs = torch.from_numpy(storage["obs"]).to(device)
     actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
     logits, values, after = forward_storage(model, obs, storage, device)
     bootstrap = values[:, steps].detach().float().cpu().numpy()
-    returns = nstep_returns(storage["reward"][:, :steps], storage["done"][:, :steps], bootstrap, algo.gamma,
-                            final_values=final_values(model, storage, device, after))
+    returns = nstep_returns(
+        storage["reward"][:, :steps],
+        storage["done"][:, :steps],
+        bootstrap,
+        algo.gamma,
+        final_values=final_values(model, storage, device, after),
+    )
     returns = torch.from_numpy(returns).to(device)
     chosen, entropies = distribution.log_prob_entropy(logits[:, :steps], actions)
     advantages = returns - values[:, :steps]

@@ -7,7 +7,7 @@ x_i^{k+1} = (h_i^k + m_{i-1}) / 2 (the issue's x_i ← (x_i + Σ_j m_j) / (1 + |
 
 The ε-ball (GALA's Proposition 1: agents stay within ε of their average x̄ when every update
 is bounded, ‖δ_i^k‖ ≤ L). The two bounds below are derived for exactly this mixing rule, one
-for each gossip schedule fastrl runs; ``docs`` in the README give the derivations in full.
+for each gossip schedule fastrl runs; docs/design-notes.md gives the derivations in full.
 
 - Fixed schedule (``gala.deterministic``: update k mixes the in-peer's message of update k).
   X^{k+1} = W (X^k - Δ^k) with W = (I + S)/2, S the cyclic shift: W is doubly stochastic, so the
@@ -22,6 +22,7 @@ for each gossip schedule fastrl runs; ``docs`` in the README give the derivation
   the product's Dobrushin coefficient is ≤ q = 1 - 2^-B and diam(Z) ≤ 2BL/(1-q) at window
   starts, ≤ 2BL (2^B + 1) anywhere. A worst case over every delay pattern, hence loose.
 """
+
 from __future__ import annotations
 
 import math
@@ -70,8 +71,9 @@ def delayed_factor(learners: int, staleness: int) -> float:
     return 2.0 * window * (2.0**window + 1.0)
 
 
-def consensus_bound(mixing: str, learners: int, max_update_norm: float, deterministic: bool,
-                    staleness: int = 0) -> float:
+def consensus_bound(
+    mixing: str, learners: int, max_update_norm: float, deterministic: bool, staleness: int = 0
+) -> float:
     """The radius every agent stays within, given the largest update norm so far."""
     if mixing == "allreduce" or learners == 1:
         return 0.0  # every agent applies the same averaged gradient to the same parameters

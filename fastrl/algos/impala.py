@@ -20,6 +20,7 @@ step does not change, except through epsilon (TensorFlow's sqrt(E[g²] + ε) on 
 torch's sqrt(E[g²]) + sqrt(ε)/N on the mean within a factor √2), and a global-norm clip c on the
 sum's gradient is c / N here. ``configs/pong_impala_paper.toml`` sets the paper's Atari values so.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,13 @@ from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 
 
-def impala_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: AlgoConfig, device: torch.device,
-                distribution: ActionDistribution = CATEGORICAL):
+def impala_loss(
+    model: torch.nn.Module,
+    storage: dict[str, np.ndarray],
+    algo: AlgoConfig,
+    device: torch.device,
+    distribution: ActionDistribution = CATEGORICAL,
+):
     """V-trace's ratios compare the stored behaviour log-probs with ``distribution``'s of the current head
     (summed over dimensions for MultiDiscrete and Box)."""
     steps = storage["action"].shape[1] - 1
@@ -51,15 +57,17 @@ def impala_loss(model: torch.nn.Module, storage: dict[str, np.ndarray], algo: Al
     return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())
 
 
-def _vtrace(storage, target_logp: torch.Tensor, values: torch.Tensor, ends: np.ndarray, algo: AlgoConfig,
-            device: torch.device):
+def _vtrace(
+    storage, target_logp: torch.Tensor, values: torch.Tensor, ends: np.ndarray, algo: AlgoConfig, device: torch.device
+):
     """(v_s, advantages) as tensors on ``device``; numba on the CPU, torch elsewhere."""
     steps = target_logp.shape[1]
     behaviour, rewards, dones = (storage[k][:, :steps] for k in ("logp", "reward", "done"))
     args = (algo.gamma, algo.rho_bar, algo.c_bar, algo.vtrace_lambda)
     if device.type == "cpu":
-        vs, advantages = vtrace(behaviour, target_logp.float().numpy(), rewards, dones, values.float().numpy(), *args,
-                                final_values=ends)
+        vs, advantages = vtrace(
+            behaviour, target_logp.float().numpy(), rewards, dones, values.float().numpy(), *args, final_values=ends
+        )
         return torch.from_numpy(vs), torch.from_numpy(advantages)
     to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
     return vtrace_torch(to(behaviour), target_logp, to(rewards), to(dones), values, *args, final_values=to(ends))

@@ -15,6 +15,7 @@ torch for the same reason. Here: no momentum, not centered, no weight decay (wha
     v = alpha v + (1 - alpha) g^2      (v starts at 1)
     p = p - lr g / sqrt(v + eps)
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -12,6 +12,7 @@ parameters. A recurrent model (``model.lstm``) draws its minibatches by env, who
 replayed from their first state. Under torchrun the minibatches are drawn over every rank's rows
 (``fastrl.ranks.cohort``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -52,11 +53,18 @@ class PPOStats:
     approx_kl: float
 
 
-def ppo_loss(model: torch.nn.Module, batch: PPOBatch, clip: float, value_clip: float, value_coef: float,
-             entropy_coef: float, normalize_advantages: bool = True,
-             value_scale: float = 1.0,
-             distribution: ActionDistribution = CATEGORICAL,
-             outputs: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, PPOStats]:
+def ppo_loss(
+    model: torch.nn.Module,
+    batch: PPOBatch,
+    clip: float,
+    value_clip: float,
+    value_coef: float,
+    entropy_coef: float,
+    normalize_advantages: bool = True,
+    value_scale: float = 1.0,
+    distribution: ActionDistribution = CATEGORICAL,
+    outputs: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, PPOStats]:
     """Clipped surrogate + (optionally clipped) value loss - entropy bonus; ``value_clip`` 0 disables it.
 
     ``value_scale``: the running std of the returns when the model normalises them; value errors
@@ -82,8 +90,11 @@ def ppo_loss(model: torch.nn.Module, batch: PPOBatch, clip: float, value_clip: f
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     with torch.no_grad():
         stats = PPOStats(
-            policy_loss.item(), value_loss.item(), entropy.item(),
-            ((ratio - 1).abs() > clip).float().mean().item(), ((ratio - 1) - log_ratio).mean().item(),
+            policy_loss.item(),
+            value_loss.item(),
+            entropy.item(),
+            ((ratio - 1).abs() > clip).float().mean().item(),
+            ((ratio - 1) - log_ratio).mean().item(),
         )
     return loss, stats
 
@@ -127,8 +138,17 @@ class PPO(UpdateRule):
             if recurrent:
                 sequences = Sequences.of(storage, self.device)
                 outputs = sequences.replay(self.trainee, np.arange(len(sequences.hidden0)))
-            loss, _ = ppo_loss(self.trainee, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
-                               algo.normalize_advantages, distribution=self.distribution, outputs=outputs)
+            loss, _ = ppo_loss(
+                self.trainee,
+                batch,
+                algo.clip,
+                algo.value_clip,
+                algo.value_coef,
+                algo.entropy_coef,
+                algo.normalize_advantages,
+                distribution=self.distribution,
+                outputs=outputs,
+            )
             loss.backward()
         self.trainee.zero_grad(set_to_none=True)
         if not recurrent:
@@ -169,8 +189,18 @@ class PPO(UpdateRule):
                 batch = self._minibatch(data, mine, advantages[torch.from_numpy(index).to(self.device)])
                 net.zero_grad(set_to_none=True)
                 outputs = None if sequences is None else sequences.replay(net, mine[::length] // length)
-                loss, stats = ppo_loss(net, batch, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef,
-                                       False, value_scale, self.distribution, outputs)
+                loss, stats = ppo_loss(
+                    net,
+                    batch,
+                    algo.clip,
+                    algo.value_clip,
+                    algo.value_coef,
+                    algo.entropy_coef,
+                    False,
+                    value_scale,
+                    self.distribution,
+                    outputs,
+                )
                 checked_losses(rollout, stats.policy_loss, stats.value_loss, stats.entropy)
                 # weighted by this rank's share of the minibatch: the ranks' mean gradient is the whole minibatch's
                 (loss * (len(mine) * self.cohort.ranks / len(index))).backward()
@@ -200,15 +230,23 @@ class PPO(UpdateRule):
         acted = storage["value"][:, :steps]
         after = None
         if hidden_size(self.trainee):  # the state at row T and after each truncation: the whole rollout replayed
-            _, values, after = unroll(self.trainee, obs, torch.from_numpy(storage["hidden"][:, 0]).to(device),
-                                      torch.from_numpy(storage["done"]).to(device))
+            _, values, after = unroll(
+                self.trainee,
+                obs,
+                torch.from_numpy(storage["hidden"][:, 0]).to(device),
+                torch.from_numpy(storage["done"]).to(device),
+            )
             bootstrap = values[:, steps]
         else:
             _, bootstrap = self.trainee(obs[:, steps])
-        advantages = gae(storage["reward"][:, :steps], storage["done"][:, :steps],
-                         np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
-                         algo.gamma, algo.gae_lambda,
-                         final_values=final_values(self.trainee, storage, device, after))  # time limits
+        advantages = gae(
+            storage["reward"][:, :steps],
+            storage["done"][:, :steps],
+            np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
+            algo.gamma,
+            algo.gae_lambda,
+            final_values=final_values(self.trainee, storage, device, after),
+        )  # time limits
         advantages = torch.from_numpy(advantages).to(device)
         values = torch.from_numpy(np.ascontiguousarray(acted, dtype=np.float32)).to(device)
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731

@@ -17,6 +17,7 @@ order come from the data), and the cost is one obs-sized field in /dev/shm (coun
 size check like every field) plus a forward of the few truncated rows, none when a storage has
 no truncation.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,9 @@ from csrc_free_kernels.step_end import TRUNCATED
 
 
 @torch.no_grad()
-def final_values(model: torch.nn.Module, storage: dict[str, np.ndarray], device: torch.device,
-                 after: torch.Tensor | None = None) -> np.ndarray:
+def final_values(
+    model: torch.nn.Module, storage: dict[str, np.ndarray], device: torch.device, after: torch.Tensor | None = None
+) -> np.ndarray:
     """float32 [N, T]: V(final_obs) at the TRUNCATED steps of a ``[N, T + 1, ...]`` storage, 0 elsewhere.
     ``after``: a recurrent model's states after each row (``fastrl.models.recurrent.unroll``); the final
     observation of step t is read with the state after row t, as the episode would have gone on."""

@@ -17,6 +17,7 @@ schedule calls them (``fastrl.modes``):
 
 A non-finite loss raises ``NonFiniteError`` before anything is applied.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,16 @@ class Update:
 class UpdateRule:
     lag: int | None = 0
 
-    def __init__(self, model: torch.nn.Module, algo: AlgoConfig, device: torch.device, step: Step, seed: int,
-                 cohort: Solo | None = None, distribution: ActionDistribution | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        algo: AlgoConfig,
+        device: torch.device,
+        step: Step,
+        seed: int,
+        cohort: Solo | None = None,
+        distribution: ActionDistribution | None = None,
+    ):
         self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
         self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
         self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)
@@ -144,14 +153,19 @@ class LossStats:
     entropy: float
 
 
-def forward_storage(model: torch.nn.Module, obs: torch.Tensor, storage: dict[str, np.ndarray],
-                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def forward_storage(
+    model: torch.nn.Module, obs: torch.Tensor, storage: dict[str, np.ndarray], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Forward all N*(T+1) observations at once -> heads [N, T+1, H], values [N, T+1], and for a recurrent
     model the states after each row [N, T+1, 2H] (replayed from the storage's first states; else None)."""
     n, t1 = obs.shape[:2]
     if hidden_size(model):
-        return unroll(model, obs, torch.from_numpy(storage["hidden"][:, 0]).to(device),
-                      torch.from_numpy(storage["done"]).to(device))
+        return unroll(
+            model,
+            obs,
+            torch.from_numpy(storage["hidden"][:, 0]).to(device),
+            torch.from_numpy(storage["done"]).to(device),
+        )
     logits, values = model(obs.reshape(n * t1, *obs.shape[2:]))
     return logits.reshape(n, t1, -1), values.reshape(n, t1), None
 

@@ -6,14 +6,16 @@ truncated step bootstraps from ``final_values``, V of the episode's final observ
 stops the trace), rho = min(rho_bar, ratio), c = lam * min(c_bar, ratio). Float32 on any
 device; targets carry no gradient.
 """
+
 import torch
 
 from csrc_free_kernels.step_end import CONTINUES, TRUNCATED
 
 
 @torch.no_grad()
-def vtrace_torch(behaviour_logp, target_logp, rewards, dones, values, gamma, rho_bar, c_bar, lam=1.0,
-                 final_values=None):
+def vtrace_torch(
+    behaviour_logp, target_logp, rewards, dones, values, gamma, rho_bar, c_bar, lam=1.0, final_values=None
+):
     """Returns (vs, pg_advantages), float32 [N, T], on the inputs' device."""
     f32 = torch.float32
     horizon = rewards.shape[1]
