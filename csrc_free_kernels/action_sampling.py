@@ -24,6 +24,7 @@ and u clamped into [2^-53, 1 - 2^-53] (numpy's uniforms can be exactly 0, whose 
 -inf; the clamp caps |z| at 8.2). logp is that of the stored float32 action (the one the
 learner scores), sum_d -z_d^2/2 - log_std_d - log(2 pi)/2 with z_d = (action_d - mean_d) / std_d.
 """
+
 import math
 
 import numba
@@ -107,37 +108,117 @@ def ndtri(p):
     q = p - 0.5
     if math.fabs(q) <= 0.425:
         r = 0.180625 - q * q
-        num = (((((((2.5090809287301226727e+3 * r + 3.3430575583588128105e+4) * r
-                    + 6.7265770927008700853e+4) * r + 4.5921953931549871457e+4) * r
-                  + 1.3731693765509461125e+4) * r + 1.9715909503065514427e+3) * r
-                + 1.3314166789178437745e+2) * r + 3.3871328727963666080e+0) * q
-        den = (((((((5.2264952788528545610e+3 * r + 2.8729085735721942674e+4) * r
-                    + 3.9307895800092710610e+4) * r + 2.1213794301586595867e+4) * r
-                  + 5.3941960214247511077e+3) * r + 6.8718700749205790830e+2) * r
-                + 4.2313330701600911252e+1) * r + 1.0)
+        num = (
+            (
+                (
+                    (
+                        (
+                            ((2.5090809287301226727e3 * r + 3.3430575583588128105e4) * r + 6.7265770927008700853e4) * r
+                            + 4.5921953931549871457e4
+                        )
+                        * r
+                        + 1.3731693765509461125e4
+                    )
+                    * r
+                    + 1.9715909503065514427e3
+                )
+                * r
+                + 1.3314166789178437745e2
+            )
+            * r
+            + 3.3871328727963666080e0
+        ) * q
+        den = (
+            (
+                (
+                    (
+                        ((5.2264952788528545610e3 * r + 2.8729085735721942674e4) * r + 3.9307895800092710610e4) * r
+                        + 2.1213794301586595867e4
+                    )
+                    * r
+                    + 5.3941960214247511077e3
+                )
+                * r
+                + 6.8718700749205790830e2
+            )
+            * r
+            + 4.2313330701600911252e1
+        ) * r + 1.0
         return num / den
     r = p if q <= 0.0 else 1.0 - p
     r = math.sqrt(-math.log(r))
     if r <= 5.0:
         r = r - 1.6
-        num = (((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r
-                    + 2.41780725177450611770e-1) * r + 1.27045825245236838258e+0) * r
-                  + 3.64784832476320460504e+0) * r + 5.76949722146069140550e+0) * r
-                + 4.63033784615654529590e+0) * r + 1.42343711074968357734e+0)
-        den = (((((((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r
-                    + 1.51986665636164571966e-2) * r + 1.48103976427480074590e-1) * r
-                  + 6.89767334985100004550e-1) * r + 1.67638483018380384940e+0) * r
-                + 2.05319162663775882187e+0) * r + 1.0)
+        num = (
+            (
+                (
+                    (
+                        ((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r + 2.41780725177450611770e-1)
+                        * r
+                        + 1.27045825245236838258e0
+                    )
+                    * r
+                    + 3.64784832476320460504e0
+                )
+                * r
+                + 5.76949722146069140550e0
+            )
+            * r
+            + 4.63033784615654529590e0
+        ) * r + 1.42343711074968357734e0
+        den = (
+            (
+                (
+                    (
+                        ((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r + 1.51986665636164571966e-2)
+                        * r
+                        + 1.48103976427480074590e-1
+                    )
+                    * r
+                    + 6.89767334985100004550e-1
+                )
+                * r
+                + 1.67638483018380384940e0
+            )
+            * r
+            + 2.05319162663775882187e0
+        ) * r + 1.0
     else:
         r = r - 5.0
-        num = (((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r
-                    + 1.24266094738807843860e-3) * r + 2.65321895265761230930e-2) * r
-                  + 2.96560571828504891230e-1) * r + 1.78482653991729133580e+0) * r
-                + 5.46378491116411436990e+0) * r + 6.65790464350110377720e+0)
-        den = (((((((2.04426310338993978564e-15 * r + 1.42151175831644588870e-7) * r
-                    + 1.84631831751005468180e-5) * r + 7.86869131145613259100e-4) * r
-                  + 1.48753612908506148525e-2) * r + 1.36929880922735805310e-1) * r
-                + 5.99832206555887937690e-1) * r + 1.0)
+        num = (
+            (
+                (
+                    (
+                        ((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r + 1.24266094738807843860e-3)
+                        * r
+                        + 2.65321895265761230930e-2
+                    )
+                    * r
+                    + 2.96560571828504891230e-1
+                )
+                * r
+                + 1.78482653991729133580e0
+            )
+            * r
+            + 5.46378491116411436990e0
+        ) * r + 6.65790464350110377720e0
+        den = (
+            (
+                (
+                    (
+                        ((2.04426310338993978564e-15 * r + 1.42151175831644588870e-7) * r + 1.84631831751005468180e-5)
+                        * r
+                        + 7.86869131145613259100e-4
+                    )
+                    * r
+                    + 1.48753612908506148525e-2
+                )
+                * r
+                + 1.36929880922735805310e-1
+            )
+            * r
+            + 5.99832206555887937690e-1
+        ) * r + 1.0
     x = num / den
     return -x if q < 0.0 else x
 
@@ -201,13 +282,16 @@ def sample_multi(logits, nvec, u, actions_out, logp_out):
     nvec = np.asarray(nvec, dtype=np.int64)
     u = np.ascontiguousarray(u, dtype=np.float64)
     if logits.shape != (u.shape[0], int(nvec.sum())) or u.shape[1] != len(nvec) or actions_out.shape != u.shape:
-        raise ValueError(f"shapes: logits {logits.shape}, nvec {tuple(nvec)}, u {u.shape}, actions_out {actions_out.shape}")
+        raise ValueError(
+            f"shapes: logits {logits.shape}, nvec {tuple(nvec)}, u {u.shape}, actions_out {actions_out.shape}"
+        )
     _multi_kernel(logits, nvec, u, actions_out, logp_out)
     return actions_out, logp_out
 
 
 def sample_gaussian_reference(head, u):
-    """Plain Python (``statistics.NormalDist``, no numpy maths, no scipy): (actions float32 [B, D], logp float32 [B])."""
+    """Plain Python (``statistics.NormalDist``, no numpy maths, no scipy): (actions float32 [B, D], logp
+    float32 [B])."""
     from statistics import NormalDist
 
     normal = NormalDist()
@@ -230,7 +314,7 @@ def sample_multi_reference(logits, nvec, u):
     """Plain numpy: each dimension by ``sample_from_u_reference`` on its block; logp summed."""
     logits, u = np.asarray(logits, np.float32), np.asarray(u, np.float64)
     bounds = np.cumsum([0, *nvec])
-    parts = [sample_from_u_reference(logits[:, bounds[d]:bounds[d + 1]], u[:, d]) for d in range(len(nvec))]
+    parts = [sample_from_u_reference(logits[:, bounds[d] : bounds[d + 1]], u[:, d]) for d in range(len(nvec))]
     actions = np.stack([a for a, _ in parts], axis=1)
     logp = np.sum([lp.astype(np.float64) for _, lp in parts], axis=0)
     return actions, logp.astype(np.float32)
@@ -256,8 +340,8 @@ def sample_from_u(logits, u, actions_out, logp_out):
 
 def sample_from_u_reference(logits, u):
     """Plain numpy: returns (actions int64 [B], logp float32 [B])."""
-    l = np.asarray(logits, dtype=np.float64)
-    shifted = l - l.max(axis=1, keepdims=True)
+    logits64 = np.asarray(logits, dtype=np.float64)
+    shifted = logits64 - logits64.max(axis=1, keepdims=True)
     log_z = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     logp_all = shifted - log_z
     probs = np.exp(logp_all)

@@ -20,6 +20,7 @@ switches to an integer code path; this kernel keeps the float one, within 1 of i
 All kernels write into arrays they are given and allocate nothing, so the executor calls
 them on rows of the shared trajectory buffer. ``prev`` may be ``out`` itself (in-place push).
 """
+
 from __future__ import annotations
 
 import math
@@ -88,8 +89,12 @@ def make_resize_plan(src_shape: tuple[int, int] = (210, 160), dst_shape: tuple[i
     y_index, y_weight = area_table(src_h, dst_h)
     x_index, x_weight = area_table(src_w, dst_w)
     return ResizePlan(
-        y_index, y_weight, np.ascontiguousarray(x_index.T), np.ascontiguousarray(x_weight.T),
-        np.empty(src_w, np.float32), np.empty(dst_w, np.float32),
+        y_index,
+        y_weight,
+        np.ascontiguousarray(x_index.T),
+        np.ascontiguousarray(x_weight.T),
+        np.empty(src_w, np.float32),
+        np.empty(dst_w, np.float32),
     )
 
 
@@ -263,9 +268,26 @@ def _update_max(a, b, a_ref, b_ref, lut, frame, changed_rows, full, may_differ):
 
 
 @numba.njit(cache=True)
-def indexed_maxpool_resize_push_kernel(a, b, a_ref, b_ref, lut, frame, small, prev, out,
-                                       y_index, y_weight, x_index, x_weight, row, out_row, changed_rows, full,
-                                       may_differ):
+def indexed_maxpool_resize_push_kernel(
+    a,
+    b,
+    a_ref,
+    b_ref,
+    lut,
+    frame,
+    small,
+    prev,
+    out,
+    y_index,
+    y_weight,
+    x_index,
+    x_weight,
+    row,
+    out_row,
+    changed_rows,
+    full,
+    may_differ,
+):
     """out[:-1] = prev[1:]; out[-1] = area_resize(max(gray a, gray b)), a and b palette indices.
 
     ``frame`` (gray, source size) and ``small`` (its resize) hold the last step's results and are

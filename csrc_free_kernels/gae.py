@@ -9,6 +9,7 @@ terminated. Any end stops the trace: row t+1 belongs to a new episode. ``values`
 ``values[:, T]`` is the bootstrap value of the observation after the last step. With lam = 1,
 A_t equals the n-step return minus V_t.
 """
+
 import numba
 import numpy as np
 

@@ -8,6 +8,7 @@
 bootstraps nothing past t from the next row (a reset), but a truncated one bootstraps from
 V of its final observation. Sums run in float64 and are stored as float32.
 """
+
 import numba
 import numpy as np
 

@@ -18,6 +18,7 @@ of one env (async). The returns do not depend on the statistics, so the per-step
 several learners' rows (torchrun ranks) can be merged between the second pass and the third.
 Everything runs in float64; the scaled rewards are stored as float32.
 """
+
 import numba
 import numpy as np
 
@@ -88,8 +89,11 @@ def discounted_returns(rewards, dones, carry, gamma, env_ids=None) -> np.ndarray
     if dones.shape != rewards.shape:
         raise ValueError(f"shapes: rewards {rewards.shape}, dones {dones.shape}")
     env_ids = np.arange(rewards.shape[0]) if env_ids is None else np.asarray(env_ids, np.int64)
-    if env_ids.shape != rewards.shape[:1] or carry.dtype != np.float64 or (
-            len(env_ids) and not 0 <= env_ids.min() <= env_ids.max() < len(carry)):
+    if (
+        env_ids.shape != rewards.shape[:1]
+        or carry.dtype != np.float64
+        or (len(env_ids) and not 0 <= env_ids.min() <= env_ids.max() < len(carry))
+    ):
         raise ValueError(f"env_ids {env_ids.tolist()} must index carry (float64 [{len(carry)}]), one per row")
     out = np.empty(rewards.shape, np.float64)
     _returns_kernel(rewards, dones, env_ids, carry, float(gamma), out)
@@ -111,7 +115,9 @@ def scale_rewards(rewards, batch, step_mean, step_var, stats, clip, eps=EPS) -> 
     rewards = np.asarray(rewards, dtype=np.float32)
     step_mean, step_var = np.asarray(step_mean, np.float64), np.asarray(step_var, np.float64)
     if step_mean.shape != rewards.shape[1:] or step_var.shape != step_mean.shape or stats.shape != (3,):
-        raise ValueError(f"shapes: rewards {rewards.shape}, moments {step_mean.shape} {step_var.shape}, stats {stats.shape}")
+        raise ValueError(
+            f"shapes: rewards {rewards.shape}, moments {step_mean.shape} {step_var.shape}, stats {stats.shape}"
+        )
     out = np.empty(rewards.shape, np.float32)
     _scale_kernel(rewards, float(batch), step_mean, step_var, stats, float(clip), float(eps), out)
     return out
@@ -144,7 +150,7 @@ def normalize_rewards_reference(rewards, dones, carry, stats, gamma, clip, env_i
         batch_mean, batch_var = returns[:, t].mean(), returns[:, t].var()
         total = count + rows
         delta = batch_mean - mean
-        m2 = var * count + batch_var * rows + delta ** 2 * count * rows / total
+        m2 = var * count + batch_var * rows + delta**2 * count * rows / total
         stats[:] = total, mean + delta * rows / total, m2 / total
         out[:, t] = np.clip(rewards[:, t] / np.sqrt(stats[2] + EPS), -clip, clip)
     return out.astype(np.float32)

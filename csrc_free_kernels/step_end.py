@@ -8,6 +8,7 @@ termination also ends the return. One uint8 field carries both flags, so keeping
 costs the executor no extra write per step, and code that only asks "did the episode end here"
 (``done != 0``) needs no change.
 """
+
 import numpy as np
 
 CONTINUES = 0  # the episode goes on: the return continues with the next row

@@ -15,6 +15,7 @@ observation's value, or 0 in the same three cases. ``values`` is [N, T+1] (value
 bootstraps). rho_bar / c_bar may be inf. With pi == mu, rho_bar = c_bar = inf and lam = 1,
 v_s is the n-step return.
 """
+
 import math
 
 import numba
@@ -24,8 +25,9 @@ from .step_end import CONTINUES, TRUNCATED, final_values_for, reference_flags
 
 
 @numba.njit(cache=True)
-def _vtrace_kernel(behaviour_logp, target_logp, rewards, dones, final_values, values,
-                   gamma, rho_bar, c_bar, lam, vs_out, pg_out):
+def _vtrace_kernel(
+    behaviour_logp, target_logp, rewards, dones, final_values, values, gamma, rho_bar, c_bar, lam, vs_out, pg_out
+):
     n_envs, horizon = rewards.shape
     for n in range(n_envs):
         acc = 0.0  # v_{t+1} - V_{t+1}; zero at t + 1 = T
@@ -57,19 +59,34 @@ def vtrace(behaviour_logp, target_logp, rewards, dones, values, gamma, rho_bar, 
     dones = np.asarray(dones, dtype=np.uint8)
     values = np.asarray(values, dtype=np.float32)
     n_envs, horizon = rewards.shape
-    if not (behaviour_logp.shape == target_logp.shape == dones.shape == rewards.shape
-            and values.shape == (n_envs, horizon + 1)):
+    if not (
+        behaviour_logp.shape == target_logp.shape == dones.shape == rewards.shape
+        and values.shape == (n_envs, horizon + 1)
+    ):
         raise ValueError("vtrace expects [N, T] inputs and values [N, T+1]")
     final_values = final_values_for(dones, final_values)
     vs = np.empty((n_envs, horizon), dtype=np.float32)
     pg = np.empty((n_envs, horizon), dtype=np.float32)
-    _vtrace_kernel(behaviour_logp, target_logp, rewards, dones, final_values, values,
-                   float(gamma), float(rho_bar), float(c_bar), float(lam), vs, pg)
+    _vtrace_kernel(
+        behaviour_logp,
+        target_logp,
+        rewards,
+        dones,
+        final_values,
+        values,
+        float(gamma),
+        float(rho_bar),
+        float(c_bar),
+        float(lam),
+        vs,
+        pg,
+    )
     return vs, pg
 
 
-def vtrace_reference(behaviour_logp, target_logp, rewards, dones, values, gamma, rho_bar, c_bar, lam=1.0,
-                     final_values=None):
+def vtrace_reference(
+    behaviour_logp, target_logp, rewards, dones, values, gamma, rho_bar, c_bar, lam=1.0, final_values=None
+):
     """Plain numpy, the direct sum of eq. 1 (no recursion)."""
     ratio = np.exp(np.asarray(target_logp, np.float64) - np.asarray(behaviour_logp, np.float64))
     rho = np.minimum(rho_bar, ratio)

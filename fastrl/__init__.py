@@ -1,12 +1,25 @@
 """fastrl: a shared-memory, single-workstation, high-throughput deep-RL engine."""
+
 from fastrl.api import export_policy, load_policy, train
 from fastrl.config import Config, ConfigError, load_config
-from fastrl.evaluate import evaluate
+from fastrl.errors import FastrlError
+from fastrl.evaluation import evaluate
 from fastrl.process.faults import RunFailed, RunInterrupted
 from fastrl.telemetry.plot import plot_runs
 
-__all__ = ["Config", "ConfigError", "RunFailed", "RunInterrupted", "evaluate", "export_policy", "load_config", "load_policy",
-           "plot_runs", "train"]
+__all__ = [
+    "Config",
+    "ConfigError",
+    "FastrlError",
+    "RunFailed",
+    "RunInterrupted",
+    "evaluate",
+    "export_policy",
+    "load_config",
+    "load_policy",
+    "plot_runs",
+    "train",
+]
 try:  # the version is pyproject.toml's, written once
     from importlib.metadata import version as _version
 

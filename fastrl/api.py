@@ -1,4 +1,5 @@
 """The Python API: ``fastrl.train(config) -> summary``."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -6,14 +7,17 @@ import logging
 from pathlib import Path
 
 from fastrl.config import DEFAULT_JOB, Config, ConfigError, apply_overrides, config_from_dict, load_config
-from fastrl.run_dir import RunDir, default_run_dir
+from fastrl.runs.run_dir import RunDir, default_run_dir
 
 log = logging.getLogger(__name__)
 
 
-def resolve_config(config: Config | dict | str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """A validated Config from a Config, a dict of sections, a TOML path, or None (the default job,
-    ``fastrl/default_job.toml``: Pong as ``configs/pong_sync.toml``)."""
+def resolve_config(
+    config: Config | dict | str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> Config:
+    """A validated Config from a Config, a dict of sections, a TOML path or a shipped config's name
+    (``"pong_sync"``), or None: the default job, the shipped ``pong_sync.toml``. A dict or a file
+    starts from the schema's defaults (``fastrl config``), as an empty file does."""
     if isinstance(config, Config):
         config = dataclasses.asdict(config)
     if isinstance(config, dict):
@@ -34,21 +38,27 @@ def load_policy(target: str | Path, params: str | int = "auto"):
     (the learners' averaged parameters) or ``"learner-<i>"`` (also ``"<i>"`` or ``i``).
     Raises ``ConfigError`` for bad input, naming the path or value and what is allowed.
     """
-    from fastrl.evaluate import load_trained
+    from fastrl.evaluation import load_trained
 
     return load_trained(target, params).model
 
 
-def export_policy(target: str | Path, format: str = "onnx", out: str | Path | None = None,
-                  params: str | int = "auto", greedy: bool = False):
+def export_policy(
+    target: str | Path,
+    format: str = "onnx",
+    out: str | Path | None = None,
+    params: str | int = "auto",
+    greedy: bool = False,
+):
     """Write a run's trained policy as an ONNX (``format="onnx"``, the ``fastrl[export]`` extra) or TorchScript
     file that runs without fastrl: raw observation in (and an LSTM's state), logits or a Gaussian's mean and
     log-std, the value (and the state) out; ``greedy`` adds the greedy action as the first output. The
     normalisers are inside. ``target`` and ``params`` as ``load_policy``'s; ``out`` defaults to
-    ``RUN_DIR/policy.onnx`` (``policy.pt``). Returns a ``fastrl.export.ExportedPolicy`` (the file, its inputs'
+    ``RUN_DIR/policy.onnx`` (``policy.pt``). Returns a ``fastrl.evaluation.export.ExportedPolicy`` (the file,
+    its inputs'
     and outputs' names and shapes); the file was checked against the eager policy before it was kept.
     Raises ``ConfigError`` for bad input (a missing extra named)."""
-    from fastrl.export import export_policy as export
+    from fastrl.evaluation.export import export_policy as export
 
     return export(target, format, out, params, greedy)
 
@@ -60,8 +70,12 @@ def sweep_stale_segments() -> list[tuple[str, int]]:
     removed = sweep()
     if removed:
         mib = sum(size for _, size in removed) / 2**20
-        log.warning("removed %d shared-memory segments left by dead runs (%.1f MiB): %s",
-                    len(removed), mib, ", ".join(name for name, _ in removed))
+        log.warning(
+            "removed %d shared-memory segments left by dead runs (%.1f MiB): %s",
+            len(removed),
+            mib,
+            ", ".join(name for name, _ in removed),
+        )
     return removed
 
 
@@ -83,8 +97,7 @@ def train(
     """
     from fastrl.process.supervisor import Supervisor, plan_run
     from fastrl.process.warmup import compile_kernels
-
-    from fastrl.process import ranks as launch
+    from fastrl.ranks import launch
 
     restarted = resume is None and launch.restarted(run_dir)
     if restarted:  # torchrun --max-restarts: go on from the last checkpoint
@@ -92,7 +105,8 @@ def train(
     resumed = _prepare_resume(resume, config, run_dir, overrides) if resume is not None else None
     config = resumed.config if resumed else resolve_config(config, overrides)
     ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
-    plan = plan_run(launch.local_config(config, ranks) if ranks else config)  # every input check, before anything starts
+    # every input check, before anything starts
+    plan = plan_run(launch.local_config(config, ranks) if ranks else config)
     link = launch.RankLink(ranks) if ranks else None
     if link is not None and resumed is not None:
         resumed = _agree_resume(link, resumed, resume, overrides)
@@ -105,10 +119,11 @@ def train(
     root = Path(run_dir) if run_dir is not None else default_run_dir(written)
     log_file = None
     if link is not None:
+        assert ranks is not None  # a link exists only between ranks
         root = link.agree_run_dir(root)
         log_file = str(launch.log_file(root, ranks.rank))
         launch.log_to_file(Path(log_file))
-    if restarted:
+    if restarted and resumed is not None:
         log.warning("torchrun restarted this rank: resuming %s at rollout %d", root, resumed.point.rollout)
     run = RunDir.create(written, launch.rank_dir(root, ranks.rank) if ranks else root, ranks.ranks if ranks else 1)
     log.info("run directory %s", run.path)
@@ -118,8 +133,8 @@ def train(
 
 def _prepare_resume(target, config, run_dir, overrides):
     """The run to go on from; under torchrun, this rank's own directory of it."""
-    from fastrl.process import ranks as launch
-    from fastrl.resume import prepare_resume
+    from fastrl.ranks import launch
+    from fastrl.runs.resume import prepare_resume
 
     if config is not None or run_dir is not None:
         raise ConfigError("resume continues a run with its own config and directory: give no config or run_dir")
@@ -128,8 +143,8 @@ def _prepare_resume(target, config, run_dir, overrides):
 
 def _agree_resume(link, resumed, target, overrides):
     """Every rank goes on from the same rollout: the one asked for, or the newest checkpoint all ranks have."""
-    from fastrl.checkpoint import CheckpointStore
-    from fastrl.resume import prepare_resume
+    from fastrl.runs.checkpoint import CheckpointStore
+    from fastrl.runs.resume import prepare_resume
 
     store = CheckpointStore(resumed.run_dir / "checkpoints")
     rollout = link.agree_resume(resumed.point.rollout, store.rollouts(), explicit=Path(target).suffix == ".pt")

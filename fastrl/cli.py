@@ -3,6 +3,7 @@
 Exit codes: 0 done, 1 a fault ended the run, 2 bad input (before anything started),
 130 Ctrl-C, 143 SIGTERM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,11 +44,18 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from fastrl.evaluate import evaluate
+    from fastrl.evaluation import evaluate
 
     try:
-        result = evaluate(args.target, episodes=args.episodes, params=args.params, seed=args.seed,
-                          greedy=args.greedy, max_steps=args.max_steps, video=args.video)
+        result = evaluate(
+            args.target,
+            episodes=args.episodes,
+            params=args.params,
+            seed=args.seed,
+            greedy=args.greedy,
+            max_steps=args.max_steps,
+            video=args.video,
+        )
     except ConfigError as exc:
         print(f"fastrl: cannot evaluate: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -61,11 +69,10 @@ def _eval(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from fastrl.export import export_policy
+    from fastrl.evaluation.export import export_policy
 
     try:
-        exported = export_policy(args.target, format=args.format, out=args.out, params=args.params,
-                                 greedy=args.greedy)
+        exported = export_policy(args.target, format=args.format, out=args.out, params=args.params, greedy=args.greedy)
     except ConfigError as exc:
         print(f"fastrl export: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -103,50 +110,65 @@ def _cleanup(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    if args.bench == "time-to-score":
-        from fastrl.bench.time_to_score import run
-
-        return run(args)  # a training run: its exit codes are train's
-    if args.bench == "multinode":
-        from fastrl.bench.multinode import run
-
-        return run(args)  # 2: bad input, 1: a rank failed
-    if args.bench == "suite":
-        from fastrl.bench.suite import run
-
-        return run(args)  # training runs: their exit codes are train's
-    if args.bench == "learner":
-        from fastrl.bench.learner import run
-
-        return run(args)
-    if args.bench == "sampling":
-        from fastrl.bench.sampling import run
-
-        run(args)
-    elif args.bench == "policy-lag":
-        from fastrl.bench.policy_lag import measure
-
-        for row in measure(tuple(args.envs), args.frames, args.batch_slots, args.rollout):
-            print(json.dumps(row), flush=True)
-    elif args.bench == "gala-straggler":
-        from fastrl.bench.gala_straggler import measure
-
-        print(json.dumps(measure(tuple(args.step_s), args.envs_per_learner, args.seconds, args.staleness)))
-    else:
-        from fastrl.bench.hts_speedup import measure
-
-        for row in measure(args.envs, args.alpha, args.rollouts, args.mean_s):
-            print(json.dumps(row), flush=True)
-    return 0
+    """Each benchmark prints its JSON; its exit code: 2 for bad input, a training run's own codes, 1 if a
+    rank failed."""
+    return args.bench_run(args)
 
 
 def _config(args: argparse.Namespace) -> int:
-    from fastrl.config import DEFAULT_JOB, field_docs
+    from fastrl.config import DEFAULT_JOB, field_docs, reference_markdown
 
-    print(f"# the defaults every config starts from; `fastrl train` with no CONFIG runs {DEFAULT_JOB}"
-          " (the same job as configs/pong_sync.toml)")
+    if args.markdown:
+        print(reference_markdown(), end="")
+        return 0
+    print(
+        f"# the defaults every config starts from (an empty config gets them); `fastrl train` with no CONFIG runs "
+        f"the shipped {DEFAULT_JOB.name}"
+    )
     for key, default, doc in field_docs():
         print(f"{key:40s} {default!r:>22}  {doc}")
+    return 0
+
+
+def _benches() -> dict:
+    """``fastrl bench NAME``: each benchmark module's ``add_arguments`` and ``run``, with its help line."""
+    from fastrl.bench import (
+        gala_straggler,
+        hts_speedup,
+        learner,
+        multinode,
+        policy_lag,
+        references,
+        sampling,
+        suite,
+        time_to_score,
+    )
+
+    return {
+        "sampling": (sampling, "engine vs raw emulator vs AtariVectorEnv"),
+        "references": (references, "the Atari references alone: raw emulator on every core, AtariVectorEnv"),
+        "learner": (learner, "a config's training step and actor forward: eager vs compiled, fp32 vs bf16, by threads"),
+        "hts-speedup": (hts_speedup, "sync vs hts on DelayEnv (HTS-RL Claim 1)"),
+        "policy-lag": (policy_lag, "async policy lag vs envs, next to hts and sync"),
+        "gala-straggler": (gala_straggler, "gala ring vs allreduce with a slow learner"),
+        "multinode": (
+            multinode,
+            "gradient all-reduce per update, 1 and 2 ranks on localhost (gloo), projected to N nodes",
+        ),
+        "time-to-score": (
+            time_to_score,
+            "train until the mean score of the last W episodes reaches a target, or a time cap",
+        ),
+        "suite": (suite, "a config on several Atari games and seeds: human-normalised IQM and median with intervals"),
+    }
+
+
+def _configs(args: argparse.Namespace) -> int:
+    from fastrl.config.reference import shipped_config_lines
+
+    print("# the shipped configs: fastrl train NAME (from any directory); fastrl train alone runs pong_sync")
+    for line in shipped_config_lines():
+        print(line)
     return 0
 
 
@@ -155,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train an agent (no CONFIG: the default config)")
-    train.add_argument("config", nargs="?", help="TOML config file")
+    train.add_argument("config", nargs="?", help="a TOML config file, or a shipped config by name (fastrl configs)")
     train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. engine.envs=8")
     train.add_argument("--run-dir", help="run directory (default: run.dir/<time>_<env>_<mode>)")
     train.add_argument(
@@ -163,64 +185,89 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.set_defaults(func=_train)
     evaluate = sub.add_parser("eval", help="play a trained policy for some episodes; prints its returns as JSON")
-    evaluate.add_argument("target", metavar="TARGET", help="run directory, its checkpoints/ folder or a checkpoint file")
+    evaluate.add_argument(
+        "target", metavar="TARGET", help="run directory, its checkpoints/ folder or a checkpoint file"
+    )
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to play (default 10)")
     evaluate.add_argument(
-        "--params", default="auto", metavar="auto|average|learner-<i>",
+        "--params",
+        default="auto",
+        metavar="auto|average|learner-<i>",
         help="which parameters: auto (the target's checkpoint), average or learner-<i> (gala runs)",
     )
-    evaluate.add_argument("--seed", type=int, default=0, help="seeds the episodes' resets and sampled actions (default 0)")
+    evaluate.add_argument(
+        "--seed", type=int, default=0, help="seeds the episodes' resets and sampled actions (default 0)"
+    )
     evaluate.add_argument("--greedy", action="store_true", help="take the argmax action instead of sampling")
     evaluate.add_argument("--max-steps", type=int, metavar="N", help="cut each episode after N agent steps")
-    evaluate.add_argument("--video", metavar="FILE", help="record the episodes into FILE.mp4 or FILE.gif "
-                          "(Atari: the emulator's colour screen); needs pip install 'fastrl[video]'")
+    evaluate.add_argument(
+        "--video",
+        metavar="FILE",
+        help="record the episodes into FILE.mp4 or FILE.gif "
+        "(Atari: the emulator's colour screen); needs pip install 'fastrl[video]'",
+    )
     evaluate.set_defaults(func=_eval)
-    export = sub.add_parser("export", help="write a trained policy as an ONNX or TorchScript file that runs without "
-                            "fastrl (normalisers inside; prints its inputs and outputs as JSON)")
+    export = sub.add_parser(
+        "export",
+        help="write a trained policy as an ONNX or TorchScript file that runs without "
+        "fastrl (normalisers inside; prints its inputs and outputs as JSON)",
+    )
     export.add_argument("target", metavar="RUN", help="run directory, its checkpoints/ folder or a checkpoint file")
-    export.add_argument("--format", choices=("onnx", "torchscript"), default="onnx",
-                        help="onnx (needs pip install 'fastrl[export]') or torchscript (default onnx)")
+    export.add_argument(
+        "--format",
+        choices=("onnx", "torchscript"),
+        default="onnx",
+        help="onnx (needs pip install 'fastrl[export]') or torchscript (default onnx)",
+    )
     export.add_argument("--out", metavar="FILE", help="where to write (default RUN/policy.onnx or RUN/policy.pt)")
-    export.add_argument("--params", default="auto", metavar="auto|average|learner-<i>",
-                        help="which parameters: auto (the target's checkpoint), average or learner-<i> (gala runs)")
-    export.add_argument("--greedy", action="store_true",
-                        help="also output the greedy action (the argmax, per dimension; a Gaussian's mean) first")
+    export.add_argument(
+        "--params",
+        default="auto",
+        metavar="auto|average|learner-<i>",
+        help="which parameters: auto (the target's checkpoint), average or learner-<i> (gala runs)",
+    )
+    export.add_argument(
+        "--greedy",
+        action="store_true",
+        help="also output the greedy action (the argmax, per dimension; a Gaussian's mean) first",
+    )
     export.set_defaults(func=_export)
     plot = sub.add_parser("plot", help="learning curves of runs (return, fps, time split) into a PNG")
     plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories (each holds metrics.jsonl)")
-    plot.add_argument("--x", choices=("frames", "seconds"), default="frames",
-                      help="x axis: env frames (default) or training seconds")
-    plot.add_argument("--out", metavar="FILE.png", help="where to write (default RUN/plot.png for one run, "
-                      "./plot.png for several); .pdf and .svg work too; needs pip install 'fastrl[plot]'")
+    plot.add_argument(
+        "--x", choices=("frames", "seconds"), default="frames", help="x axis: env frames (default) or training seconds"
+    )
+    plot.add_argument(
+        "--out",
+        metavar="FILE.png",
+        help="where to write (default RUN/plot.png for one run, "
+        "./plot.png for several); .pdf and .svg work too; needs pip install 'fastrl[plot]'",
+    )
     plot.set_defaults(func=_plot)
     cleanup = sub.add_parser("cleanup", help="free the shared memory left in /dev/shm by runs that were killed")
     cleanup.set_defaults(func=_cleanup)
     bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")
     benches = bench.add_subparsers(dest="bench", required=True)
-    from fastrl.bench import (gala_straggler, hts_speedup, learner, multinode, policy_lag, sampling, suite,
-                              time_to_score)
-
-    sampling.add_arguments(benches.add_parser("sampling", help="engine vs raw emulator vs AtariVectorEnv"))
-    learner.add_arguments(benches.add_parser(
-        "learner", help="a config's training step and actor forward: eager vs compiled, fp32 vs bf16, by threads"))
-    hts_speedup.add_arguments(benches.add_parser("hts-speedup", help="sync vs hts on DelayEnv (HTS-RL Claim 1)"))
-    policy_lag.add_arguments(benches.add_parser("policy-lag", help="async policy lag vs envs, next to hts and sync"))
-    gala_straggler.add_arguments(benches.add_parser("gala-straggler", help="gala ring vs allreduce with a slow learner"))
-    multinode.add_arguments(benches.add_parser(
-        "multinode", help="gradient all-reduce per update, 1 and 2 ranks on localhost (gloo), projected to N nodes"))
-    time_to_score.add_arguments(benches.add_parser(
-        "time-to-score", help="train until the mean score of the last W episodes reaches a target, or a time cap"))
-    suite.add_arguments(benches.add_parser(
-        "suite", help="a config on several Atari games and seeds: human-normalised IQM and median with intervals"))
+    for name, (module, text) in _benches().items():
+        bench_parser = benches.add_parser(name, help=text)
+        module.add_arguments(bench_parser)
+        bench_parser.set_defaults(bench_run=module.run)
     bench.set_defaults(func=_bench)
+    configs = sub.add_parser("configs", help="list the shipped configs, one line each (run one by name)")
+    configs.set_defaults(func=_configs)
     config = sub.add_parser("config", help="list every config key with its default and meaning")
+    config.add_argument(
+        "--markdown", action="store_true", help="as the Markdown page docs/config-reference.md (one table per section)"
+    )
     config.set_defaults(func=_config)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     return args.func(args)
 
 

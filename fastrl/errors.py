@@ -1,10 +1,21 @@
-"""The errors a worker raises from inside its role; the process layer (``fastrl.process.faults``)
-turns them into the run's one clear message. Here, below every role, so that sampling and learning
-raise them without importing the process layer."""
+"""fastrl's exceptions. Every error fastrl raises for a user to read derives from ``FastrlError``, so
+``except fastrl.FastrlError`` catches them all; each also derives from the builtin a caller would
+expect (a bad value is a ``ValueError``, a failed run a ``RuntimeError``). Here, below every role, so
+that config, sampling and learning raise them without importing the process layer (which turns a
+worker's error into the run's one clear message, ``fastrl.process.faults``)."""
+
 from __future__ import annotations
 
 
-class EnvError(RuntimeError):
+class FastrlError(Exception):
+    """The base of every error fastrl reports: its message says what went wrong and where."""
+
+
+class ConfigError(FastrlError, ValueError):
+    """A configuration value or key that cannot be used; the message says which and why."""
+
+
+class EnvError(FastrlError, RuntimeError):
     """An env raised, or returned something its declared spaces do not allow.
 
     ``details`` is the env's own traceback, shown under the message.
@@ -15,9 +26,10 @@ class EnvError(RuntimeError):
         self.details = details
 
 
-class NonFiniteError(FloatingPointError):
+class NonFiniteError(FastrlError, FloatingPointError):
     """NaN or inf in the loss, the gradients or the parameters; the bad update was not published."""
 
 
 class StopRequested(Exception):
-    """The stop flag was raised while a worker was waiting inside a step (a gala peer): leave cleanly."""
+    """Not an error: the stop flag was raised while a worker was waiting inside a step (a gala peer),
+    and the worker leaves cleanly."""

@@ -1,4 +1,5 @@
 """What every worker is told at start: the config, the buffer plan and how to reach it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,11 +40,19 @@ class Ranks:
         import torch.distributed as dist
 
         try:
-            store = dist.TCPStore(self.addr, self.port, is_master=host, timeout=timedelta(seconds=self.timeout_s),
-                                  wait_for_workers=False, use_libuv=False)
+            store = dist.TCPStore(
+                self.addr,
+                self.port,
+                is_master=host,
+                timeout=timedelta(seconds=self.timeout_s),
+                wait_for_workers=False,
+                use_libuv=False,
+            )
         except Exception as exc:  # noqa: BLE001 - whatever the store says, it is a fault of the launch
-            raise ConfigError(f"rank {self.rank}: cannot reach the rendezvous store at {self.addr}:{self.port} within "
-                              f"dist.timeout_s = {self.timeout_s:g}: {exc}") from None
+            raise ConfigError(
+                f"rank {self.rank}: cannot reach the rendezvous store at {self.addr}:{self.port} within "
+                f"dist.timeout_s = {self.timeout_s:g}: {exc}"
+            ) from None
         return dist.PrefixStore(self.prefix, store)
 
 
@@ -64,7 +73,7 @@ class RunSpec:
     env_info: EnvInfo
     run_dir: str
     resume: ResumePoint | None = None
-    ranks: Ranks | None = None  # this rank of a torchrun launch (fastrl.process.ranks), or None: one engine
+    ranks: Ranks | None = None  # this rank of a torchrun launch (fastrl.ranks.launch), or None: one engine
     log_file: str | None = None  # every process of a rank also logs here (RUN/logs/rank-<r>.log)
 
     @property

@@ -1,5 +1,6 @@
 """Shared-memory buffers: one segment per run holding trajectory slots, weights, gala's mailboxes
 (``mailboxes``) and control."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,11 +62,11 @@ class RunBuffers:
         return max(slots, key=lambda params: params.version)
 
     @classmethod
-    def create(cls, plan: BufferPlan) -> "RunBuffers":
+    def create(cls, plan: BufferPlan) -> RunBuffers:
         return cls(Arena.create(plan.layout()), plan)
 
     @classmethod
-    def attach(cls, spec: ArenaSpec, plan: BufferPlan) -> "RunBuffers":
+    def attach(cls, spec: ArenaSpec, plan: BufferPlan) -> RunBuffers:
         return cls(Arena.attach(spec), plan)
 
     @property
@@ -73,5 +74,8 @@ class RunBuffers:
         return self.arena.spec
 
     def close(self) -> None:
-        self.slots = self.control = None  # drop views before unmapping
+        # drop views before unmapping: removed rather than set to None, so every other use keeps them non-optional;
+        # pop, so a second close() still does nothing more than the first
+        for view in ("slots", "control"):
+            vars(self).pop(view, None)
         self.arena.close()

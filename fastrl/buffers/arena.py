@@ -6,6 +6,7 @@ unlinks it; workers attach by name. We use plain files rather than
 unlinks (or warns) when any attaching process exits, which is wrong for one owner and many
 readers. Names carry the owner's pid so a later start can sweep segments of dead runs.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -16,12 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastrl.buffers.layout import Layout
+from fastrl.errors import FastrlError
 
 SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
 PREFIX = "fastrl_"
 
 
-class ShmSpaceError(RuntimeError):
+class ShmSpaceError(FastrlError, RuntimeError):
     """Not enough shared memory (or RAM) for the run's buffers."""
 
 
@@ -82,7 +84,7 @@ class Arena:
         return os.path.join(SHM_DIR, self.spec.name)
 
     @classmethod
-    def create(cls, layout: Layout, name: str | None = None) -> "Arena":
+    def create(cls, layout: Layout, name: str | None = None) -> Arena:
         check_space(layout.nbytes)
         spec = ArenaSpec(name or new_segment_name(), layout)
         fd = os.open(os.path.join(SHM_DIR, spec.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
@@ -95,7 +97,7 @@ class Arena:
         return cls(spec, fd, owner=True)
 
     @classmethod
-    def attach(cls, spec: ArenaSpec) -> "Arena":
+    def attach(cls, spec: ArenaSpec) -> Arena:
         fd = os.open(os.path.join(SHM_DIR, spec.name), os.O_RDWR)
         return cls(spec, fd, owner=False)
 
@@ -124,7 +126,7 @@ def list_segments() -> list[str]:
 
 def segment_owner_pid(name: str) -> int | None:
     try:
-        return int(name[len(PREFIX):].split("_", 1)[0])
+        return int(name[len(PREFIX) :].split("_", 1)[0])
     except ValueError:
         return None
 

@@ -4,6 +4,7 @@ Plain shared arrays that every process reads and writes without messages: the ma
 supervises through them and telemetry reads them at each log interval. They are also how a
 run ends cleanly when a queue may be wedged: nothing here takes a lock.
 """
+
 from __future__ import annotations
 
 import time
@@ -50,7 +51,7 @@ class Stat(IntEnum):
     UPDATE_NORM = 10  # ‖θ after − θ before‖ of the last optimizer step
     MAX_UPDATE_NORM = 11  # the largest so far (L of the consensus bound)
     CONSENSUS = 12  # ‖x_i − x̄‖ after the last mix, x̄ the average of every learner's published θ
-    BOUND = 13  # the bound on that distance computed from the update norms (fastrl.algos.gossip)
+    BOUND = 13  # the bound on that distance computed from the update norms (fastrl.algos.gossip_bounds)
     MIXES = 14  # messages mixed
     GOSSIP_WAIT_S = 15  # seconds blocked on peers
     STALENESS = 16  # the most consecutive updates without a new message from the in-peer

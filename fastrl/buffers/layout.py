@@ -3,6 +3,7 @@
 A layout is computed once by the main process from the config and handed (pickled, a few
 hundred bytes) to every worker, which maps the same segment and gets the same views.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ class Layout:
     nbytes: int
 
     @classmethod
-    def plan(cls, arrays: list[tuple[str, tuple[int, ...], str]]) -> "Layout":
+    def plan(cls, arrays: list[tuple[str, tuple[int, ...], str]]) -> Layout:
         fields, offset = [], 0
         for name, shape, dtype in arrays:
             spec = FieldSpec(name, tuple(int(s) for s in shape), np.dtype(dtype).str, offset)

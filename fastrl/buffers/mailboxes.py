@@ -8,13 +8,18 @@
   [learners, 8]: the update each learner posted, and whether it finished.
 
 A header row is 8 int64, one cache line, so learners never write into each other's lines.
-A run that is not gala has none of them (a gala run under torchrun may have one learner per rank). Under torchrun they are per rank (its own learners): the
-messages between learners of different ranks go point to point, their header columns kept as counters
-in the launch's store (``fastrl.learning.rank_gossip``).
+A run that is not gala has none of them (a gala run under torchrun may have one learner per rank). Under
+torchrun they are per rank (its own learners): the messages between learners of different ranks go point
+to point, their header columns kept as counters in the launch's store (``fastrl.ranks.gala_ring``).
 """
+
 from __future__ import annotations
 
 
 def gossip_arrays(n_params: int, learners: int) -> list[tuple[str, tuple[int, ...], str]]:
-    return [("mailbox", (learners, n_params), "float32"), ("mailbox_header", (learners, 8), "int64"),
-            ("allreduce", (2, learners, n_params), "float32"), ("allreduce_header", (learners, 8), "int64")]
+    return [
+        ("mailbox", (learners, n_params), "float32"),
+        ("mailbox_header", (learners, 8), "int64"),
+        ("allreduce", (2, learners, n_params), "float32"),
+        ("allreduce_header", (learners, 8), "int64"),
+    ]

@@ -7,6 +7,7 @@ the writer makes it odd, copies, stores the version and makes it even again; a r
 sees an odd or changed counter retries. So a reader never uses a half-written set of weights,
 and no lock is held across processes.
 """
+
 from __future__ import annotations
 
 import time

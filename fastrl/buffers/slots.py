@@ -4,6 +4,7 @@ A slot is one env's trajectory segment. Row ``slot * (T + 1) + t`` addresses ste
 slot in the flat views that executors and actors use; the learner reads whole storages
 (a contiguous run of slots) as ``[slots, T + 1, ...]`` views, never copies.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,10 +54,14 @@ class SlotShape:
     def arrays(self) -> list[tuple[str, tuple[int, ...], str]]:
         rows = (self.slots, self.steps + 1)
         hidden = [(HIDDEN_FIELD, rows + (self.hidden_size,), "float32")] if self.hidden_size else []
-        return [(name, rows + tuple(self.obs_shape), self.obs_dtype) for name in OBS_FIELDS] + [
-            (name, rows + self._per_row(name), self.action_dtype if name == "action" else dtype)
-            for name, dtype in STEP_FIELDS.items()
-        ] + hidden
+        return (
+            [(name, rows + tuple(self.obs_shape), self.obs_dtype) for name in OBS_FIELDS]
+            + [
+                (name, rows + self._per_row(name), self.action_dtype if name == "action" else dtype)
+                for name, dtype in STEP_FIELDS.items()
+            ]
+            + hidden
+        )
 
     def _per_row(self, name: str) -> tuple[int, ...]:
         return tuple(self.action_shape) if name in ("action", "u") else ()
@@ -69,7 +74,7 @@ class TrajectorySlots:
         self.fields = {name: arrays[name] for name, _, _ in shape.arrays()}
         n_rows = shape.slots * (shape.steps + 1)
         # Flat [rows, ...] views of the same memory: one fancy-index gathers a whole batch.
-        self.rows = {name: a.reshape((n_rows,) + a.shape[2:]) for name, a in self.fields.items()}
+        self.rows: dict[str, np.ndarray] = {name: a.reshape((n_rows,) + a.shape[2:]) for name, a in self.fields.items()}
 
     def row(self, slot: int, t: int) -> int:
         return slot * (self.steps + 1) + t

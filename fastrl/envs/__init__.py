@@ -1,4 +1,5 @@
 """Environments: adapters that write observations straight into shared trajectory rows."""
+
 from fastrl.envs.base import EnvAdapter
 from fastrl.envs.registry import DELAY_ENV_ID, EnvInfo, make_env, probe_env, register_fastrl_envs
 

@@ -12,6 +12,7 @@ Three kinds, one path (``fastrl.models.distributions`` samples and scores each):
 
 Pure data (no torch, no numba): executors import it.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,10 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fastrl.errors import FastrlError
+
 DISCRETE, MULTI_DISCRETE, BOX = "discrete", "multi_discrete", "box"
 
 
-class UnsupportedEnvError(ValueError):
+class UnsupportedEnvError(FastrlError, ValueError):
     """An env fastrl cannot take (its id, its factory, its spaces); the message names what and why."""
 
 
@@ -35,7 +38,7 @@ class ActionSpec:
     shape: tuple[int, ...] = ()  # the env's own action shape (box and multi_discrete are stored flat)
 
     @classmethod
-    def discrete(cls, n: int) -> "ActionSpec":
+    def discrete(cls, n: int) -> ActionSpec:
         return cls(DISCRETE, nvec=(int(n),))
 
     @property
@@ -71,7 +74,9 @@ def action_spec_of(env_id: str, space) -> ActionSpec:
         return ActionSpec(MULTI_DISCRETE, nvec=nvec, shape=tuple(space.shape))
     if isinstance(space, gym.spaces.Box):
         if np.dtype(space.dtype).kind != "f":
-            raise _unsupported(env_id, space, "a Box of actions must be floating point (integer actions: MultiDiscrete)")
+            raise _unsupported(
+                env_id, space, "a Box of actions must be floating point (integer actions: MultiDiscrete)"
+            )
         low = tuple(float(x) for x in np.asarray(space.low, np.float64).ravel())
         high = tuple(float(x) for x in np.asarray(space.high, np.float64).ravel())
         if not low:

@@ -30,11 +30,13 @@ bootstraps from the value of the final observation), unless the game ended or a 
 (under episodic life) at that same step, which is a ``TERMINATED`` end. ``frames_per_step``
 (= frame_skip) does not count the frames of no-ops and FIRE presses.
 """
+
 from __future__ import annotations
 
 import difflib
 import functools
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -43,6 +45,11 @@ from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.config import AtariConfig
 from fastrl.envs.actions import ActionSpec
 from fastrl.envs.atari_screen import StepScreens
+
+if TYPE_CHECKING:
+    from ale_py import ALEInterface
+
+    from fastrl.envs.obs_layout import ObsLayout
 
 _ID = re.compile(r"^(?P<ale>ALE/)?(?P<game>[A-Za-z0-9_]+?)(?P<variant>NoFrameskip|Deterministic)?-v(?P<version>\d+)$")
 _KWARGS = ("mode", "difficulty")
@@ -132,7 +139,7 @@ class AtariEnv:
                 if kwargs[key] not in available:
                     raise ValueError(f"env.kwargs.{key} = {kwargs[key]!r} for {rom}: available {list(available)}")
                 setter(kwargs[key])  # takes effect at the next reset_game
-        self._ale = ale
+        self._ale: ALEInterface | None = ale
 
         minimal = list(ale.getMinimalActionSet())
         actions = list(ale.getLegalActionSet()) if config.full_action_space else minimal
@@ -144,9 +151,9 @@ class AtariEnv:
 
         self.n_actions = len(self._actions)
         self.action_spec = ActionSpec.discrete(self.n_actions)
-        self.obs_shape = (config.stack, config.size, config.size)
+        self.obs_shape: tuple[int, ...] = (config.stack, config.size, config.size)
         self.obs_dtype = np.dtype(np.uint8)
-        self.obs_layout = None  # a Box of frames, not a Dict
+        self.obs_layout: ObsLayout | None = None  # a Box of frames, not a Dict
         self.frames_per_step = config.frame_skip
 
         height, width = ale.getScreenDims()
@@ -158,13 +165,20 @@ class AtariEnv:
         self._lives = 0
         self._frames = 0
 
+    @property
+    def _emulator(self) -> ALEInterface:
+        """The ALE instance; an error once ``close()`` released it."""
+        if self._ale is None:
+            raise RuntimeError(f"{self.env_id}: used after close()")
+        return self._ale
+
     # ---------------------------------------------------------------- emulation
 
     def _repeat(self, action: int) -> tuple[int, bool]:
         """Play ``action`` for frame_skip frames, keeping the last two screens; (raw reward, game over)."""
         if self.repeat_action_probability > 0.0:
             return self._repeat_sticky(action)
-        ale, screens = self._ale, self._screens
+        ale, screens = self._emulator, self._screens
         skip = self.frames_per_step
         reward = 0
         for i in range(skip):
@@ -180,7 +194,7 @@ class AtariEnv:
     def _repeat_sticky(self, action: int) -> tuple[int, bool]:
         """``_repeat`` with ALE's sticky rule: at each frame, with probability p, the previous
         frame's action is played instead (a loop of its own so the common p = 0 pays nothing)."""
-        ale = self._ale
+        ale = self._emulator
         skip = self.frames_per_step
         p = self.repeat_action_probability
         reward = 0
@@ -219,7 +233,7 @@ class AtariEnv:
     # ---------------------------------------------------------------- adapter protocol
 
     def reset(self, seed: int, out: np.ndarray) -> None:
-        ale = self._ale
+        ale = self._emulator
         self._rng = np.random.default_rng(seed)
         self._u_pos = _U_BLOCK
         self._last_action = self._noop
@@ -245,14 +259,14 @@ class AtariEnv:
         if not 0 <= action < self.n_actions:
             raise ValueError(f"{self.env_id}: action {action} outside 0..{self.n_actions - 1}")
         raw, over = self._repeat(self._actions[action])
-        lives = self._ale.lives()
+        lives = self._emulator.lives()
         life_lost = lives < self._lives
         self._lives = lives
         restart = life_lost and self.config.episodic_life and not over
         if restart and self._fire_actions:
             r, over = self._press_fire()
             raw += r
-            self._lives = self._ale.lives()
+            self._lives = self._emulator.lives()
         self._screens.push(prev, out)
         if restart:
             stack_fill_kernel(out)
@@ -271,12 +285,12 @@ class AtariEnv:
 
     def screen_rgb(self) -> np.ndarray:
         """The emulator's current screen in colour at its own resolution (210 x 160 x 3): for videos."""
-        return self._ale.getScreenRGB()
+        return self._emulator.getScreenRGB()
 
     def get_state(self) -> dict:
         """The emulator (ALE's cloneState) and this adapter's own sticky-action stream and counters."""
         return {
-            "ale": self._ale.cloneState(),
+            "ale": self._emulator.cloneState(),
             "rng": self._rng.bit_generator.state,
             "u": self._u.copy(),
             "u_pos": self._u_pos,
@@ -286,7 +300,7 @@ class AtariEnv:
         }
 
     def set_state(self, state: dict) -> None:
-        self._ale.restoreState(state["ale"])
+        self._emulator.restoreState(state["ale"])
         self._screens.restart()
         self._rng = np.random.default_rng()
         self._rng.bit_generator.state = state["rng"]

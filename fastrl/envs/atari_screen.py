@@ -18,6 +18,7 @@ table has not seen yet (checked only where the frame differs from one already kn
 once more as ALE's gray screen, while the emulator still shows it, and every index in it is
 learned. The result is ALE's gray path bit for bit; tests compare the two frame by frame.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,6 @@ from csrc_free_kernels.frames import (
     indexed_maxpool_resize_push_kernel,
     learn_colors_kernel,
 )
-
 
 _MID, _LAST, _BEFORE = 0, 1, 2  # rows of StepScreens._rows
 
@@ -90,8 +90,19 @@ class StepScreens:
         """out = prev's stack shifted by one, with this step's frame last (``prev`` may be ``out``)."""
         c = self._cur
         indexed_maxpool_resize_push_kernel(
-            self._mid[c], self._last[c], self._mid[1 - c], self._last[1 - c], self._lut, self._frame, self._small,
-            prev, out, *self._plan, self._changed_rows, self._full, self._rows,
+            self._mid[c],
+            self._last[c],
+            self._mid[1 - c],
+            self._last[1 - c],
+            self._lut,
+            self._frame,
+            self._small,
+            prev,
+            out,
+            *self._plan,
+            self._changed_rows,
+            self._full,
+            self._rows,
         )
         # next step's bound: this last vs this mid, or nothing when the mid became a copy of the last
         if self._pooled:

@@ -5,6 +5,7 @@ shared trajectory buffer), so observations are never copied between processes or
 ``make_env`` returns one (``GymEnv`` for gymnasium envs, ``AtariEnv`` for ALE ids); the
 executor holds a list of them and calls nothing else.
 """
+
 from __future__ import annotations
 
 from typing import Any, Protocol
@@ -18,7 +19,8 @@ from fastrl.envs.obs_layout import ObsLayout
 class EnvAdapter(Protocol):
     obs_shape: tuple[int, ...]
     obs_dtype: np.dtype
-    obs_layout: ObsLayout | None  # a Dict observation's parts in its row (obs_shape/obs_dtype are the row's); None: a Box
+    # a Dict observation's parts in its row (obs_shape/obs_dtype are the row's); None: a Box
+    obs_layout: ObsLayout | None
     action_spec: ActionSpec  # the kind of action, how many u per step, the slot's action layout
     n_actions: int  # columns of the policy head (``action_spec.head_size``; the number of actions if Discrete)
     frames_per_step: int  # emulator frames per agent step, for frame counting
@@ -28,8 +30,8 @@ class EnvAdapter(Protocol):
 
     def step(self, action, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
         """Apply ``action`` (an int for Discrete; the slot's flat row, int64 or float32, otherwise; the
-        adapter turns it into what its env takes: offset, clipped, reshaped); ``prev`` holds the current observation (frame stacks shift from it),
-        the next one is written into ``out``.
+        adapter turns it into what its env takes: offset, clipped, reshaped); ``prev`` holds the current
+        observation (frame stacks shift from it), the next one is written into ``out``.
 
         Returns ``(reward, raw_reward, done, episode_over)``: ``reward`` is what the learner sees
         (clipped for Atari), ``raw_reward`` what the score counts; ``done`` is how the step ended
@@ -51,5 +53,4 @@ class EnvAdapter(Protocol):
         """One reset and step on a scratch buffer, in the main process before workers start: checks
         what the env returns and compiles what its steps need (``probe_env``)."""
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...

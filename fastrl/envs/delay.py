@@ -4,16 +4,18 @@ The step time X ~ Gamma(shape k, rate λ): mean k/λ, variance k/λ². Its RNG i
 ``reset(seed=...)``, so delays are reproducible. The reward is 1 when the action matches a
 fixed target derived from the observation, so there is something to learn.
 """
+
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 
 class DelayEnv(gym.Env):
-    metadata = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self, mean_s: float = 0.002, variance_s2: float = 0.0, episode_steps: int = 100, n_actions: int = 2):
         if mean_s < 0 or variance_s2 < 0:

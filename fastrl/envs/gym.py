@@ -6,11 +6,13 @@ integer buffer, finite values, a scalar finite reward). A violation is an ``EnvO
 the executor adds which env, step and action it was. A Dict observation is written part by part
 into one row (``fastrl.envs.obs_layout``), each part checked as a Box observation is.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import pickle
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -18,12 +20,13 @@ import numpy as np
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.envs.actions import BOX, DISCRETE, ActionSpec, UnsupportedEnvError, action_spec_of
 from fastrl.envs.obs_layout import BINARY, MASK_KEY, ONE_HOT, ObsLayout, encode, mask_part, obs_layout_of, value_at
+from fastrl.errors import FastrlError
 
 log = logging.getLogger(__name__)
 __all__ = ["EnvOutputError", "GymEnv", "UnsupportedEnvError", "check_spaces", "observation_spec"]
 
 
-class EnvOutputError(ValueError):
+class EnvOutputError(FastrlError, ValueError):
     """An observation or reward that the env's declared spaces do not allow."""
 
 
@@ -139,12 +142,17 @@ class GymEnv:
         space = self.env.observation_space
         if self.obs_layout is not None:
             if not space.contains(obs):
-                log.warning("env %r: %s returned an observation its Dict space does not contain (keys, dtypes or "
-                            "bounds)", self.env_id, where)
+                log.warning(
+                    "env %r: %s returned an observation its Dict space does not contain (keys, dtypes or bounds)",
+                    self.env_id,
+                    where,
+                )
             return
         obs = np.asarray(obs)
         if obs.dtype != space.dtype:
-            log.warning("env %r: %s returned dtype %s, its space declares %s", self.env_id, where, obs.dtype, space.dtype)
+            log.warning(
+                "env %r: %s returned dtype %s, its space declares %s", self.env_id, where, obs.dtype, space.dtype
+            )
         elif obs.shape == space.shape and not space.contains(obs):
             log.warning("env %r: %s returned an observation outside its declared bounds", self.env_id, where)
 
@@ -182,13 +190,17 @@ def mask_blocks(env_id: str, layout: ObsLayout, action: ActionSpec) -> list[slic
         return []
     where = f"env {env_id!r}: observation part {MASK_KEY!r}"
     if action.kind == BOX:
-        raise UnsupportedEnvError(f"{where} masks actions, and Box (continuous) actions cannot be masked: "
-                                  "only Discrete and MultiDiscrete ones")
+        raise UnsupportedEnvError(
+            f"{where} masks actions, and Box (continuous) actions cannot be masked: "
+            "only Discrete and MultiDiscrete ones"
+        )
     if part.image or part.encoding == ONE_HOT:
         raise UnsupportedEnvError(f"{where} must be a MultiBinary or a Box of 0/1 with one column per action")
     if part.size != action.head_size:
-        raise UnsupportedEnvError(f"{where} has {part.size} columns; the action space has {action.head_size} actions "
-                                  "(MultiDiscrete: every dimension's side by side): one column per action")
+        raise UnsupportedEnvError(
+            f"{where} has {part.size} columns; the action space has {action.head_size} actions "
+            "(MultiDiscrete: every dimension's side by side): one column per action"
+        )
     ends = np.cumsum((0, *action.nvec))
     return [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])]
 
@@ -198,7 +210,7 @@ class _DictWriter:
     into the uint8 image, finite vector values, an action mask that allows an action; an error names
     the part."""
 
-    def __init__(self, layout: ObsLayout, mask_blocks: list[slice] = ()):
+    def __init__(self, layout: ObsLayout, mask_blocks: Sequence[slice] = ()):
         self.layout = layout
         self.seen_dtypes: dict[tuple[str, ...], np.dtype] = {}  # part -> the dtype already checked
         self.mask, self.mask_blocks = mask_part(layout), list(mask_blocks)
@@ -209,6 +221,7 @@ class _DictWriter:
         for part in self.layout.parts:
             self._write_part(part, obs, self.layout.view(out, part))
         if self.mask_blocks:
+            assert self.mask is not None, "mask blocks come from the layout's mask part"
             self._check_mask(self.layout.view(out, self.mask))
 
     def _check_mask(self, mask: np.ndarray) -> None:
@@ -224,19 +237,25 @@ class _DictWriter:
         try:
             value = value_at(obs, part.key)
         except KeyError as missing:
-            raise EnvOutputError(f"an observation without the part {missing.args[0]!r} its Dict space declares") from None
+            raise EnvOutputError(
+                f"an observation without the part {missing.args[0]!r} its Dict space declares"
+            ) from None
         if type(value) is not np.ndarray:
             value = np.asarray(value)
         if part.encoding == ONE_HOT:
             self._write_one_hot(part, value, into)
             return
         if value.shape != into.shape:
-            raise EnvOutputError(f"observation part {part.name!r} of shape {value.shape}; the space declares {into.shape}")
+            raise EnvOutputError(
+                f"observation part {part.name!r} of shape {value.shape}; the space declares {into.shape}"
+            )
         if self.seen_dtypes.get(part.key) is not value.dtype:
             kind = value.dtype.kind
             if kind not in "fiub" or (kind == "f" and part.image):
-                raise EnvOutputError(f"observation part {part.name!r} of dtype {value.dtype}; the space declares "
-                                     f"{'uint8' if part.image else 'a number'}")
+                raise EnvOutputError(
+                    f"observation part {part.name!r} of dtype {value.dtype}; the space declares "
+                    f"{'uint8' if part.image else 'a number'}"
+                )
             self.seen_dtypes[part.key] = value.dtype
         into[...] = value
         if not part.image and value.dtype.kind == "f" and not np.isfinite(into).all():
@@ -248,8 +267,10 @@ class _DictWriter:
     def _write_one_hot(part, value: np.ndarray, into: np.ndarray) -> None:
         """A Discrete part: one integer, written as its one-hot columns."""
         if value.shape not in ((), (1,)) or value.dtype.kind not in "iub":
-            raise EnvOutputError(f"observation part {part.name!r} (Discrete) of shape {value.shape} and dtype "
-                                 f"{value.dtype}; expected one integer")
+            raise EnvOutputError(
+                f"observation part {part.name!r} (Discrete) of shape {value.shape} and dtype "
+                f"{value.dtype}; expected one integer"
+            )
         try:
             encode(part, value.reshape(()), into)
         except ValueError as exc:

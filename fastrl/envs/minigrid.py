@@ -15,6 +15,7 @@ colour, state), far below the Nature CNN's 36x36, and its values are categories,
 ``minigrid`` is the optional extra ``fastrl[minigrid]``; an id of it without the package installed is
 a clear error naming the extra.
 """
+
 from __future__ import annotations
 
 import gymnasium as gym
@@ -51,12 +52,16 @@ class MiniGridObservation(gym.ObservationWrapper):
 def make_minigrid(env_id: str, **kwargs) -> gym.Env:
     """The MiniGrid env ``env_id`` behind ``MiniGridObservation``."""
     if env_id.startswith("BabyAI-"):
-        raise UnsupportedEnvError(f"env.id = {env_id!r}: BabyAI's missions change every episode and fastrl has no "
-                                  "language encoder for them; the MiniGrid-* tasks (one mission each) are supported")
+        raise UnsupportedEnvError(
+            f"env.id = {env_id!r}: BabyAI's missions change every episode and fastrl has no "
+            "language encoder for them; the MiniGrid-* tasks (one mission each) are supported"
+        )
     try:
         import minigrid  # noqa: F401  (importing it registers the MiniGrid ids)
     except ImportError:
-        raise UnsupportedEnvError(f"env.id = {env_id!r} needs the minigrid package: pip install 'fastrl[minigrid]'") from None
+        raise UnsupportedEnvError(
+            f"env.id = {env_id!r} needs the minigrid package: pip install 'fastrl[minigrid]'"
+        ) from None
     if env_id not in gym.registry:
         import difflib
 

@@ -17,6 +17,7 @@ unless it was built from an OrderedDict; nested Dicts depth first):
 Pure data and numpy (no torch): executors import it, and it is pickled to every worker with
 the env's ``EnvInfo``.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,10 @@ import numpy as np
 from fastrl.envs.actions import UnsupportedEnvError
 
 ALIGN = 8  # byte alignment of every part of a packed row (float64-safe; float32 needs 4)
-_TAKES = ("a Dict observation takes Box parts (float or integer vectors, flattened to float32, and at most one "
-          "uint8 image of rank 3: [H, W, C] or [C, H, W]), Discrete parts (one-hot) and MultiBinary parts")
+_TAKES = (
+    "a Dict observation takes Box parts (float or integer vectors, flattened to float32, and at most one "
+    "uint8 image of rank 3: [H, W, C] or [C, H, W]), Discrete parts (one-hot) and MultiBinary parts"
+)
 # how a part's value becomes its float32 columns (gymnasium.spaces.flatten's encodings)
 BOX_PART, ONE_HOT, BINARY = "box", "one_hot", "binary"
 MASK_KEY = "action_mask"  # the top-level part that masks the policy's actions (fastrl.models.action_mask)
@@ -118,8 +121,10 @@ def encode(part: ObsPart, value, into: np.ndarray) -> None:
         return
     index = int(value) - part.start
     if not 0 <= index < part.size:
-        raise ValueError(f"observation part {part.name!r}: the value {value} is outside its Discrete's range "
-                         f"{part.start}..{part.start + part.size - 1}")
+        raise ValueError(
+            f"observation part {part.name!r}: the value {value} is outside its Discrete's range "
+            f"{part.start}..{part.start + part.size - 1}"
+        )
     into[...] = 0
     into[index] = 1
 
@@ -145,8 +150,12 @@ def obs_layout_of(env_id: str, space) -> ObsLayout:
     leaves = list(_leaves(env_id, space, ()))
     images = [key for key, box in leaves if _is_image(box)]
     if len(images) > 1:
-        raise _unsupported(env_id, images[1], space_at(space, images[1]),
-                           f"a second uint8 image (the first is {'.'.join(images[0])!r}); {_TAKES}")
+        raise _unsupported(
+            env_id,
+            images[1],
+            space_at(space, images[1]),
+            f"a second uint8 image (the first is {'.'.join(images[0])!r}); {_TAKES}",
+        )
     if not images:
         parts, offset = [], 0
         for key, space in leaves:

@@ -1,9 +1,10 @@
 """From an env id (gymnasium id, ALE id or 'package.module:factory') to an executor adapter."""
+
 from __future__ import annotations
 
 import difflib
-import inspect
 import importlib
+import inspect
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -89,7 +90,9 @@ def make_env(config: EnvConfig, env_index: int = 0) -> EnvAdapter:
             kwargs["env_index"] = env_index
         env = factory(**kwargs)
         if not isinstance(env, gym.Env):
-            raise UnsupportedEnvError(f"env.id = {env_id!r}: the factory returned {type(env).__name__}, not a gymnasium.Env")
+            raise UnsupportedEnvError(
+                f"env.id = {env_id!r}: the factory returned {type(env).__name__}, not a gymnasium.Env"
+            )
         return GymEnv(env_id, env)
     if _is_atari(env_id):
         from fastrl.envs.atari import AtariEnv
@@ -114,7 +117,13 @@ def probe_env(config: EnvConfig) -> EnvInfo:
             env.probe()  # the full check of a user's env; compiles the Atari frame kernels
         except EnvOutputError as exc:
             raise UnsupportedEnvError(f"env {config.id!r} at start: {exc}") from None
-        return EnvInfo(tuple(env.obs_shape), np.dtype(env.obs_dtype).str, env.action_spec.head_size,
-                       env.frames_per_step, env.action_spec, env.obs_layout)
+        return EnvInfo(
+            tuple(env.obs_shape),
+            np.dtype(env.obs_dtype).str,
+            env.action_spec.head_size,
+            env.frames_per_step,
+            env.action_spec,
+            env.obs_layout,
+        )
     finally:
         env.close()

@@ -20,6 +20,7 @@ checkpoint exports as any other. ``onnx`` needs the ``fastrl[export]`` extra (on
 onnxruntime: the exported file is checked against the eager model with onnxruntime before it is
 kept); ``torchscript`` needs only torch (``torch.jit.load`` in Python, ``torch::jit::load`` in C++).
 """
+
 from __future__ import annotations
 
 import logging
@@ -89,8 +90,13 @@ class PortablePolicy(nn.Module):
         return head.argmax(-1)
 
 
-def export_policy(target: str | Path, format: str = "onnx", out: str | Path | None = None,
-                  params: str | int = "auto", greedy: bool = False) -> ExportedPolicy:
+def export_policy(
+    target: str | Path,
+    format: str = "onnx",
+    out: str | Path | None = None,
+    params: str | int = "auto",
+    greedy: bool = False,
+) -> ExportedPolicy:
     """Write a run's trained policy as an ONNX or TorchScript file (see the module's doc for its inputs and
     outputs). ``target`` and ``params`` are resolved as ``fastrl eval`` and ``fastrl.load_policy`` resolve
     them; ``out`` defaults to ``RUN_DIR/policy.onnx`` (or ``policy.pt``). The file is checked against the
@@ -106,8 +112,11 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
     trained = load_trained(target, params)
     info = trained.env_info
     if info.obs_layout is not None and info.obs_layout.packed:
-        raise ConfigError(f"checkpoint {str(trained.path)!r}: its env {trained.config.env.id!r} observes a Dict with an "
-                          "image (stored as one packed byte row); export takes Box observations and Dicts of vectors")
+        raise ConfigError(
+            f"checkpoint {str(trained.path)!r}: its env {trained.config.env.id!r} observes a Dict "
+            "with an image (stored as one packed byte row); export takes Box observations and Dicts "
+            "of vectors"
+        )
     path = _out_path(out, trained.path, format)
     model = trained.model
     if hasattr(model, "set_precision"):  # a run that trained in bf16 exports its float32 parameters in float32
@@ -125,8 +134,14 @@ def export_policy(target: str | Path, format: str = "onnx", out: str | Path | No
         got = _run_onnx(path, dict(zip(names, (x.numpy() for x in example))))
     _check_outputs(policy.output_names(), expected, got, path)
     log.info("exported %s (%s) to %s", trained.path, trained.params, path)
-    return ExportedPolicy(path, format, _shapes(names, example), _shapes(policy.output_names(), expected),
-                          str(trained.path), trained.params)
+    return ExportedPolicy(
+        path,
+        format,
+        _shapes(names, example),
+        _shapes(policy.output_names(), expected),
+        str(trained.path),
+        trained.params,
+    )
 
 
 def _require_onnx() -> None:
@@ -191,8 +206,16 @@ def _write_onnx(policy: PortablePolicy, example: tuple[Tensor, ...], names: list
     batch = torch.export.Dim("batch")
     shapes = {"obs": {0: batch}, "hidden": {0: batch}} if policy.recurrent else {"obs": {0: batch}}
     with torch.no_grad():
-        program = torch.onnx.export(policy, example, input_names=names, output_names=policy.output_names(),
-                                    dynamic_shapes=shapes, opset_version=ONNX_OPSET, dynamo=True, verbose=False)
+        program = torch.onnx.export(
+            policy,
+            example,
+            input_names=names,
+            output_names=policy.output_names(),
+            dynamic_shapes=shapes,
+            opset_version=ONNX_OPSET,
+            dynamo=True,
+            verbose=False,
+        )
     program.save(str(path))
 
 
@@ -208,10 +231,14 @@ def _check_outputs(names: list[str], expected: tuple[Tensor, ...], got: list[np.
         want = want.numpy()
         if want.shape != have.shape or not np.allclose(want, have, rtol=CHECK_TOLERANCE, atol=CHECK_TOLERANCE):
             path.unlink(missing_ok=True)
-            raise RuntimeError(f"the exported {path.name}'s {name!r} differs from the eager policy's "
-                               f"(shape {have.shape} vs {want.shape}); nothing was written")
+            raise RuntimeError(
+                f"the exported {path.name}'s {name!r} differs from the eager policy's "
+                f"(shape {have.shape} vs {want.shape}); nothing was written"
+            )
 
 
 def _shapes(names: list[str], tensors: tuple[Tensor, ...]) -> dict[str, list]:
-    return {name: [["B", *tensor.shape[1:]], str(tensor.dtype).removeprefix("torch.")]
-            for name, tensor in zip(names, tensors)}
+    return {
+        name: [["B", *tensor.shape[1:]], str(tensor.dtype).removeprefix("torch.")]
+        for name, tensor in zip(names, tensors)
+    }

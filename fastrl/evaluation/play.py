@@ -16,6 +16,7 @@ sampled evaluations start from the same episodes.
 ``video``: a ``.mp4`` or ``.gif`` file that records the episodes as they are played, one
 frame after each reset and each agent step (``fastrl.evaluation.video``).
 """
+
 from __future__ import annotations
 
 import math
@@ -58,10 +59,11 @@ def evaluate(
     ``target``: a run directory, its ``checkpoints`` folder or a checkpoint file. ``params``:
     ``"auto"`` (the target's checkpoint), ``"average"`` (a gala run's averaged parameters) or
     ``"learner-<i>"``/``"<i>"``/``i`` (gala learner i's). Actions are sampled from the policy's softmax
-    (as in training) or, with ``greedy``, its argmax (a Gaussian's mean, for Box actions). ``max_steps`` cuts an episode after that
-    many agent steps (counted in ``truncated``). ``video``: a ``.mp4``/``.gif`` path to record
-    the episodes into (Atari: the emulator's colour screen; other envs: ``render_mode="rgb_array"``);
-    it needs the ``fastrl[video]`` extra; the result then also holds ``video`` and ``video_frames``.
+    (as in training) or, with ``greedy``, its argmax (a Gaussian's mean, for Box actions). ``max_steps``
+    cuts an episode after that many agent steps (counted in ``truncated``). ``video``: a
+    ``.mp4``/``.gif`` path to record the episodes into (Atari: the emulator's colour screen; other envs:
+    ``render_mode="rgb_array"``); it needs the ``fastrl[video]`` extra; the result then also holds
+    ``video`` and ``video_frames``.
 
     Returns ``{"checkpoint", "params", "env_id", "frames", "episodes", "greedy", "seed",
     "return_mean", "return_std", "return_min", "return_max", "length_mean", "truncated",
@@ -129,8 +131,9 @@ def _make_env(config: Config, rendering: bool):
     try:
         return make_env(env_config)
     except TypeError as exc:  # a factory that takes no render_mode
-        raise ConfigError(f"env {config.env.id!r} cannot be made with render_mode='rgb_array' to record a video: "
-                          f"{exc}") from None
+        raise ConfigError(
+            f"env {config.env.id!r} cannot be made with render_mode='rgb_array' to record a video: {exc}"
+        ) from None
 
 
 def _play(env, model, info, episodes: int, seed: int, greedy: bool, max_steps: int | None, record=None):

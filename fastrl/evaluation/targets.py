@@ -4,6 +4,7 @@ runs (several learners) ``"average"`` the top-level checkpoint, which holds the 
 learners' parameters and a ``gala`` key, and ``"learner-<i>"`` (or ``"<i>"``) learner i's own
 ``checkpoints/learner-<i>/latest.pt``. ``fastrl eval``, ``fastrl export`` and ``fastrl.load_policy``
 resolve their target here, alike."""
+
 from __future__ import annotations
 
 import re
@@ -96,10 +97,13 @@ def resolve_checkpoint(target: str | Path, params: str | int = "auto") -> tuple[
         learners = learners_of(run_dir)
         if learners:
             have = ", ".join(f"learner-{i}" for i in learners)
-            raise ConfigError(f"--params {params}: run {str(run_dir)!r} has no {name} checkpoint ({path}); "
-                              f"its learners are {have}")
-        raise ConfigError(f"--params {params}: run {str(run_dir)!r} has one learner (no checkpoints/learner-<i>/); "
-                          "--params learner-<i> applies to gala runs")
+            raise ConfigError(
+                f"--params {params}: run {str(run_dir)!r} has no {name} checkpoint ({path}); its learners are {have}"
+            )
+        raise ConfigError(
+            f"--params {params}: run {str(run_dir)!r} has one learner (no checkpoints/learner-<i>/); "
+            "--params learner-<i> applies to gala runs"
+        )
     return path, name
 
 
@@ -111,8 +115,9 @@ def load_checkpoint_of(path: Path, which: str) -> tuple[dict, Config, str]:
     except Exception as exc:
         raise ConfigError(f"cannot read checkpoint {str(path)!r}: {type(exc).__name__}: {exc}") from None
     if not isinstance(checkpoint, dict) or not all(isinstance(checkpoint.get(k), dict) for k in ("model", "config")):
-        raise ConfigError(f"checkpoint {str(path)!r} holds no 'model' parameters and 'config' "
-                          "(not a fastrl checkpoint?)")
+        raise ConfigError(
+            f"checkpoint {str(path)!r} holds no 'model' parameters and 'config' (not a fastrl checkpoint?)"
+        )
     gala = checkpoint.get("gala")
     if which == "average" and gala is None:
         raise ConfigError(f"checkpoint {str(path)!r}: this run has one learner; --params average applies to gala runs")

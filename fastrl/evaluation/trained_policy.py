@@ -1,6 +1,7 @@
 """A checkpoint's policy rebuilt as the actors build it: what ``fastrl.load_policy``, ``fastrl eval``
 and ``fastrl export`` start from. The checkpoint gives everything needed: ``config`` (the resolved
 run config: env and model) and ``model`` (the parameters)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,8 +28,9 @@ def rebuild_policy(config: Config, state_dict: dict, path: Path):
     try:
         model.load_state_dict(state_dict)
     except RuntimeError as exc:
-        raise ConfigError(f"checkpoint {str(path)!r}: its parameters do not fit model {config.model.name!r}: "
-                          f"{exc}") from None
+        raise ConfigError(
+            f"checkpoint {str(path)!r}: its parameters do not fit model {config.model.name!r}: {exc}"
+        ) from None
     return model.eval(), info
 
 

@@ -9,6 +9,7 @@ imageio writes ``.mp4`` (libx264 through imageio-ffmpeg, whose wheel carries ffm
 frame, so a GIF's frame count can be lower while its total duration stays exact). They are
 the optional extra ``fastrl[video]``; a missing one is a ``ConfigError`` that names it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,8 +37,9 @@ def check_video_path(path: str | Path) -> Path:
         try:
             __import__(module)
         except ImportError:
-            raise ConfigError(f"recording a video needs {module.replace('_', '-')}, which is not installed: "
-                              f"{_EXTRA}") from None
+            raise ConfigError(
+                f"recording a video needs {module.replace('_', '-')}, which is not installed: {_EXTRA}"
+            ) from None
     return path
 
 
@@ -62,8 +64,10 @@ def frame_of(env) -> np.ndarray:
     frame = env.env.render()
     if not isinstance(frame, np.ndarray) or frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
         what = type(frame).__name__ if not isinstance(frame, np.ndarray) else f"{frame.dtype} array {frame.shape}"
-        raise ConfigError(f"env {env.env_id!r} rendered a {what}, not an RGB image: it must support "
-                          "render_mode='rgb_array' to be recorded")
+        raise ConfigError(
+            f"env {env.env_id!r} rendered a {what}, not an RGB image: it must support "
+            "render_mode='rgb_array' to be recorded"
+        )
     return frame
 
 
@@ -83,8 +87,9 @@ class VideoWriter:
             import imageio.v2 as imageio
 
             # macro_block_size 2: keep the picture's own size (210 x 160 for Atari), only odd sizes are padded
-            self.writer = imageio.get_writer(path, format="FFMPEG", fps=fps, codec="libx264", quality=8,
-                                             macro_block_size=2, ffmpeg_log_level="error")
+            self.writer = imageio.get_writer(
+                path, format="FFMPEG", fps=fps, codec="libx264", quality=8, macro_block_size=2, ffmpeg_log_level="error"
+            )
 
     def add(self, frame: np.ndarray) -> None:
         if self.gif:
@@ -102,8 +107,10 @@ class Recorder:
 
     def __init__(self, path: Path, env):
         if not hasattr(env, "screen_rgb") and getattr(env.env, "render_mode", None) != "rgb_array":
-            raise ConfigError(f"env {env.env_id!r} does not render with render_mode='rgb_array' "
-                              f"(its render modes: {env.env.metadata.get('render_modes', [])}): it cannot be recorded")
+            raise ConfigError(
+                f"env {env.env_id!r} does not render with render_mode='rgb_array' "
+                f"(its render modes: {env.env.metadata.get('render_modes', [])}): it cannot be recorded"
+            )
         self.env = env
         self.writer = VideoWriter(path, frames_per_second(env))
 

@@ -13,6 +13,7 @@ frames learned from; the envs may be up to the free slots ahead). Checkpoints ar
 between batches and are never exact (the envs are mid-trajectory and keep no saved state): a
 resumed run goes on from θ, the optimizer and the counters, with freshly reset envs.
 """
+
 from __future__ import annotations
 
 import time
@@ -20,9 +21,9 @@ from queue import Empty
 
 import numpy as np
 
+from fastrl.algos.update_rule import Update
 from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.learning.learner import Learner
-from fastrl.learning.update_rules import Update
 from fastrl.sampling.channels import decode_full
 
 

@@ -17,26 +17,27 @@ heartbeat (a slow peer is not a hang) and end at the stop flag.
 
 Under torchrun (``spec.ranks``) the ring runs over every learner of every rank: learner i of rank r is
 member r·L + i of R·L, its in-peer the member before it. Peers on this rank keep the mailboxes above;
-peers on other ranks are reached through ``fastrl.learning.rank_gossip`` (point to point, with the
+peers on other ranks are reached through ``fastrl.ranks.gala_ring`` (point to point, with the
 mailbox header in the launch's store), behind the same inbox/outbox interface, so the τ′ rule and the
 deterministic schedule are this module's for both. allreduce becomes one collective over every learner,
-and the consensus measurements become rounds over every learner (``rank_gossip.ConsensusRounds``).
+and the consensus measurements become rounds over every learner (``gala_group.ConsensusRounds``).
 """
+
 from __future__ import annotations
 
 import copy
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from fastrl.algos.gossip import consensus_bound, in_peers
+from fastrl.algos.gossip_bounds import consensus_bound, in_peers
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag, Stat
 from fastrl.buffers.params import VERSION, SharedParams
 from fastrl.errors import StopRequested
-from fastrl.learning.rank_gossip import Place, RankGossip
+from fastrl.ranks.gala_ring import Place, RankGossip
 
 # mailbox header columns after the seqlock's [SEQ, VERSION]: the version the out-peer read last, "sends no more"
 CONSUMED, FINAL = VERSION + 1, VERSION + 2
@@ -75,8 +76,14 @@ class ShmInbox:
 class ShmOutbox:
     """This learner's own mailbox, read by its out-peers on this rank."""
 
-    def __init__(self, mailbox: SharedParams, header: np.ndarray, out_headers: list[np.ndarray], deterministic: bool,
-                 wait: Callable):
+    def __init__(
+        self,
+        mailbox: SharedParams,
+        header: np.ndarray,
+        out_headers: list[np.ndarray],
+        deterministic: bool,
+        wait: Callable,
+    ):
         self.mailbox, self.header, self.out_headers = mailbox, header, out_headers
         self.deterministic, self.wait = deterministic, wait
 
@@ -111,12 +118,14 @@ class Gossip:
         self.since_message = 0
         self.update = 0  # the last update mixed
         self.published = [buffers.shared_params(j) for j in range(self.learners)]
-        self.snapshot = torch.empty((self.learners, buffers.shared_params(learner, "mailbox").flat.numel()),
-                                    dtype=torch.float32)
+        self.snapshot = torch.empty(
+            (self.learners, buffers.shared_params(learner, "mailbox").flat.numel()), dtype=torch.float32
+        )
         self.measured_at = -float("inf")  # perf_counter of the last consensus sample
 
     def _inbox(self, buffers: RunBuffers, member: int):
         if not self.place.is_local(member):
+            assert self.link is not None, "a learner on another rank is reached only through the ranks' link"
             return self.link.inbox(member)
         j = self.place.local(member)
         return ShmInbox(buffers.shared_params(j, "mailbox"), self.mail_header[j])
@@ -124,10 +133,22 @@ class Gossip:
     def _outboxes(self, buffers: RunBuffers) -> list:
         """The mailbox, if an out-peer is on this rank; a link per out-peer on another rank."""
         local = [self.place.local(j) for j in self.out_peers if self.place.is_local(j)]
-        boxes = [self.link.outbox(j) for j in self.out_peers if not self.place.is_local(j)]
+        remote = [j for j in self.out_peers if not self.place.is_local(j)]
+        boxes: list = []
+        if remote:
+            assert self.link is not None, "a learner on another rank is reached only through the ranks' link"
+            boxes = [self.link.outbox(j) for j in remote]
         if local:
-            boxes.insert(0, ShmOutbox(buffers.shared_params(self.index, "mailbox"), self.mail_header[self.index],
-                                      [self.mail_header[j] for j in local], self.deterministic, self._wait))
+            boxes.insert(
+                0,
+                ShmOutbox(
+                    buffers.shared_params(self.index, "mailbox"),
+                    self.mail_header[self.index],
+                    [self.mail_header[j] for j in local],
+                    self.deterministic,
+                    self._wait,
+                ),
+            )
         return boxes
 
     # ------------------------------------------------------------------ allreduce
@@ -138,6 +159,7 @@ class Gossip:
         if self.mixing != "allreduce":
             return
         if self.link is not None:  # one collective over every rank's learners
+            assert self.link.reducer is not None, "allreduce mixing: the ranks' link holds the group's reducer"
             if not self.link.reducer.reduce(grads):
                 raise PeerFinished(f"an allreduce peer finished before update {update}")
             return
@@ -150,7 +172,9 @@ class Gossip:
         self.reduce_header[self.index, POSTED] = update
         posted = self.reduce_header[:, POSTED]
         finished = self.reduce_header[:, REDUCE_FINAL]
-        if not self._wait(lambda: bool((posted >= update).all()), lambda: bool(((posted < update) & (finished == 1)).any())):
+        if not self._wait(
+            lambda: bool((posted >= update).all()), lambda: bool(((posted < update) & (finished == 1)).any())
+        ):
             raise PeerFinished(f"an allreduce peer finished before update {update}")
         total = rows[0, :offset].clone()
         for j in range(1, self.learners):  # the same order in every learner: the same bits
@@ -226,7 +250,7 @@ class Gossip:
     def measure(self, model: torch.nn.Module, final: bool = False) -> None:
         """‖x_i − x̄‖ over every learner's published θ (this one's just published), and the bound beside it,
         at most every ``CONSENSUS_INTERVAL_S`` and after the ``final`` update (the summary's figure). Under
-        torchrun: over every rank's learners, in consensus rounds (``rank_gossip.ConsensusRounds``, which every
+        torchrun: over every rank's learners, in consensus rounds (``gala_group.ConsensusRounds``, which every
         learner steps after every update)."""
         if self.link is not None:
             self._measure_rounds(model)
@@ -243,12 +267,14 @@ class Gossip:
         largest = float(stats[:, Stat.MAX_UPDATE_NORM].max())
         staleness = int(stats[:, Stat.STALENESS].max())
         stats[self.index, Stat.CONSENSUS] = distance
-        stats[self.index, Stat.BOUND] = consensus_bound(self.mixing, self.learners, largest, self.deterministic,
-                                                        staleness)
+        stats[self.index, Stat.BOUND] = consensus_bound(
+            self.mixing, self.learners, largest, self.deterministic, staleness
+        )
 
     def _measure_rounds(self, model: torch.nn.Module) -> None:
         """A completed round's numbers: this learner's distance to the mean of all, the bound from every
         learner's largest update and staleness, and the previous round's radius over every learner."""
+        assert self.link is not None, "consensus rounds run over the ranks' link"
         row = self.stats[self.index]
         done = self.link.rounds.step(model, self.update, float(row[Stat.MAX_UPDATE_NORM]), int(row[Stat.STALENESS]))
         if done is None:

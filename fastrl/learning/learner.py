@@ -3,7 +3,7 @@
 The order of a barrier's steps is the mode's (``fastrl.modes``: sync learns and moves on at once;
 hts runs the envs ahead with the delayed gradient; gala's hts overlaps learning with the next
 rollout); what a barrier learns from the storage (A2C, delayed A2C, PPO, nothing) is an update
-rule's (``fastrl.learning.update_rules``). This module keeps what every mode and rule shares, and
+rule's (``fastrl.algos``). This module keeps what every mode and rule shares, and
 is the ``BarrierSteps`` the schedules order: the barrier, the version, the checked optimizer step,
 the lag assertion, the stats, publishing, checkpoints.
 
@@ -18,6 +18,7 @@ its local step it gossips (``fastrl.learning.gossip``: the ring's mix before pub
 allreduce's gradient average before the step). Its checkpoints go to
 ``checkpoints/learner-<i>/`` at once (never exact: the learners are at different rollouts).
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,27 +27,33 @@ import math
 import time
 from contextlib import contextmanager
 from queue import Empty
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from fastrl.algos.a2c import make_optimizer
+from fastrl.algos import make_rule
+from fastrl.algos.optimizers import make_optimizer
+from fastrl.algos.update_rule import Update
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Done, Flag, Stat
-from fastrl.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
+from fastrl.config import resolved_int
+from fastrl.errors import NonFiniteError
 from fastrl.learning import agent_steps_per_update, frames_per_update
-from fastrl.learning.cohort import join_cohort, leave_group
 from fastrl.learning.gossip import Gossip, PeerFinished
-from fastrl.learning.reward_scaling import reward_scaler
-from fastrl.learning.update_rules import Update, make_rule
+from fastrl.learning.reward_normalization import reward_scaler
 from fastrl.models.compiling import compile_policy
 from fastrl.models.distributions import distribution_for
 from fastrl.models.policy import build_policy, resolve_device
 from fastrl.partition import owner_of
-from fastrl.errors import NonFiniteError
-from fastrl.spec import RunSpec, WorkerIds
+from fastrl.ranks.cohort import join_cohort, leave_group
+from fastrl.runs.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
 from fastrl.sampling.channels import Channels, decode_rollout_done, encode_go
 from fastrl.seeding import model_seed
+from fastrl.spec import RunSpec, WorkerIds
+
+if TYPE_CHECKING:
+    from fastrl.modes.base import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +69,19 @@ class Learner:
         self.device = resolve_device(engine.device)
         torch.manual_seed(model_seed(config.run.seed))
         # compiled before the update rule copies it (hts's trainee, A2C's behaviour): the copies compile too
-        self.model = compile_policy(build_policy(spec.env_info, spec.config).to(self.device),
-                                    config.model.compile is True)
+        self.model = compile_policy(
+            build_policy(spec.env_info, spec.config).to(self.device), config.model.compile is True
+        )
         self.index = index
         self.weights = [buffers.shared_params(index, slot=k) for k in range(self.mode.weight_slots)]
         self.control = buffers.control
         self.stats = buffers.control.learner_stats[index]
         self.stats[Stat.LR] = self.algo.lr
-        worker = WorkerIds(engine.executors, engine.actors, engine.learners).learner(index)
+        executors = resolved_int(engine.executors, "engine.executors")
+        worker = WorkerIds(executors, resolved_int(engine.actors, "engine.actors"), engine.learners).learner(index)
         self.timing = buffers.control.timing[worker]
         self.owned = spec.learner_envs(index)  # every env, or this gala learner's share
-        owners = owner_of(spec.envs, engine.executors)
+        owners = owner_of(spec.envs, executors)
         self.executors = sorted({int(owners[e]) for e in self.owned})  # whose envs this learner starts
         self.rollout = 0  # the rollout the envs are filling
         self.version = 0  # of self.model; rollout j acts with version j
@@ -89,8 +98,17 @@ class Learner:
         self.finishing = self.time_due = False  # agreed at the last barrier, by every rank (see _agree)
         self.cohort = join_cohort(spec, self.device)  # the other ranks' learners (torchrun), or Solo
         self.rewards = reward_scaler(self.algo, len(self.owned), self.cohort)  # algo.normalize_rewards, or None
-        self.rule = make_rule(self.algo.name, self.mode.policy_lag, self.model, self.algo, self.device, self.step,
-                              config.run.seed, self.cohort, distribution=distribution_for(spec.env_info.action))
+        self.rule = make_rule(
+            self.algo.name,
+            self.mode.policy_lag,
+            self.model,
+            self.algo,
+            self.device,
+            self.step,
+            config.run.seed,
+            self.cohort,
+            distribution=distribution_for(spec.env_info.action),
+        )
         self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
         for net in self.rule.differentiated():
             self.cohort.watch(net)
@@ -103,8 +121,10 @@ class Learner:
         """Zeros shaped as the storage an update learns from (the slots themselves may be filling already), so
         the warm-up sees the update's shapes: a compiled model (``model.compile``) compiles its graphs then."""
         count = self.mode.slots_per_update(len(self.owned), self.algo.batch_slots)
-        return {name: np.zeros((count, *field.shape[1:]), field.dtype)
-                for name, field in self.buffers.slots.storage(0, 1).items()}
+        return {
+            name: np.zeros((count, *field.shape[1:]), field.dtype)
+            for name, field in self.buffers.slots.storage(0, 1).items()
+        }
 
     def _restore(self, checkpoint: dict) -> None:
         state = checkpoint["resume"]
@@ -112,7 +132,9 @@ class Learner:
         if state.get("optimizer") is not None:
             self.optimizer.load_state_dict(state["optimizer"])
         else:
-            log.warning("the checkpoint has no optimizer state (saved from the shared weights): the optimizer starts fresh")
+            log.warning(
+                "the checkpoint has no optimizer state (saved from the shared weights): the optimizer starts fresh"
+            )
         self.rule.load(state)
         if self.rewards is not None:
             self.rewards.load(state.get("reward_scaling"))
@@ -123,19 +145,31 @@ class Learner:
         if "rng" in checkpoint:
             torch.set_rng_state(checkpoint["rng"]["torch"])
 
+    @property
+    def barrier_schedule(self) -> Schedule:
+        """The barrier mode's schedule (a queued mode's ``AsyncLearner`` has none, and never asks)."""
+        schedule = self.mode.schedule
+        assert schedule is not None, f"mode {self.mode.name!r} has no barrier schedule"
+        return schedule
+
     # ------------------------------------------------------------------ loop
 
     def start(self) -> None:
         """Publish θ and release every env into the first rollout (0, or where a resumed run goes on)."""
         if self.gossip is not None:
-            ids = WorkerIds(self.spec.config.engine.executors, self.spec.config.engine.actors, self.spec.learners)
+            engine = self.spec.config.engine
+            ids = WorkerIds(
+                resolved_int(engine.executors, "engine.executors"),
+                resolved_int(engine.actors, "engine.actors"),
+                self.spec.learners,
+            )
             learners = [ids.learner(i) for i in range(self.spec.learners)]
             self.gossip.wait_for_peers(lambda: bool(self.control.ready[learners].all()))
         self.publish()
         self.released = self.rollout - 1  # a resumed run's envs begin at its rollout
         self.release(self.rollout)
         with self._naming_what_is_kept():  # a resumed hts run may apply its pending gradient here
-            self.mode.schedule.start(self, self.rollout)
+            self.barrier_schedule.start(self, self.rollout)
 
     def poll(self, timeout: float) -> bool:
         if self.finished:
@@ -170,7 +204,7 @@ class Learner:
         last = parked and (frames >= self.frame_budget or self.finishing)
         save = parked and (last or self._checkpoint_due(frames))
         try:
-            resume_state = self.mode.schedule.update(self, storage, j, last, save)
+            resume_state = self.barrier_schedule.update(self, storage, j, last, save)
         except PeerFinished:  # an allreduce peer ended the run before this update: end here too, without it
             last, save, resume_state = True, True, None
         if save:
@@ -234,7 +268,7 @@ class Learner:
         if not last:
             self.publish()
             if not save:
-                self.release(self.mode.schedule.release_target(self, j))
+                self.release(self.barrier_schedule.release_target(self, j))
         if self.gossip is not None:
             self.gossip.measure(self.model, final=last)
 
@@ -281,8 +315,10 @@ class Learner:
             raise
         if not finite:
             _restore(params, backup)
-            raise NonFiniteError(f"non-finite parameters after an optimizer step (lr {self.algo.lr:g}); they were "
-                                 "restored and never published")
+            raise NonFiniteError(
+                f"non-finite parameters after an optimizer step (lr {self.algo.lr:g}); they were "
+                "restored and never published"
+            )
         self._record_update_norm(params, backup)
         return norm
 
@@ -299,7 +335,9 @@ class Learner:
     @torch.no_grad()
     def _record_update_norm(self, params: list[torch.Tensor], before: list[torch.Tensor]) -> None:
         """‖θ after − θ before‖: what gala's consensus bound is made of."""
-        norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p - b) for p, b in zip(params, before)])))
+        norm = float(
+            torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p - b) for p, b in zip(params, before)]))
+        )
         self.stats[Stat.UPDATE_NORM] = norm
         self.stats[Stat.MAX_UPDATE_NORM] = max(self.stats[Stat.MAX_UPDATE_NORM], norm)
 
@@ -310,7 +348,10 @@ class Learner:
         try:
             yield
         except NonFiniteError as exc:
-            kept = f"the checkpoint keeps the parameters of version {self.version} ({int(self.stats[Stat.UPDATES])} updates)"
+            kept = (
+                f"the checkpoint keeps the parameters of version {self.version} "
+                f"({int(self.stats[Stat.UPDATES])} updates)"
+            )
             raise NonFiniteError(f"{exc}: {kept}").with_traceback(exc.__traceback__) from None
 
     # ------------------------------------------------------------------ checkpoints
@@ -345,9 +386,15 @@ class Learner:
     def _checkpoint(self, kind: str, resume_state: dict | None = None, exact: bool = False) -> dict:
         """``exact``: the executors save their env states beside it, in the folder it names."""
         state = self.state()
-        return build_checkpoint(kind, state, self.spec.config.to_dict(), resume_state or _resumable(state),
-                                rng={"torch": torch.get_rng_state()}, exact=exact,
-                                env_states=self.store.env_dir(self.rollout).name if exact else None)
+        return build_checkpoint(
+            kind,
+            state,
+            self.spec.config.to_dict(),
+            resume_state or _resumable(state),
+            rng={"torch": torch.get_rng_state()},
+            exact=exact,
+            env_states=self.store.env_dir(self.rollout).name if exact else None,
+        )
 
     def _begin_checkpoint(self, kind: str, resume_state: dict | None) -> None:
         """The envs are parked at this barrier: ask the executors for their env states, write when all are in."""
@@ -361,8 +408,10 @@ class Learner:
         self.control.request_env_saves(self.rollout)
 
     def _complete_checkpoint(self, timeout: float) -> bool:
+        assert self.pending_checkpoint is not None, "a checkpoint completes only once begun"
         rollout, checkpoint = self.pending_checkpoint
-        if not self.spec.gala and not self.control.env_saved(range(self.spec.config.engine.executors), rollout):
+        executors = resolved_int(self.spec.config.engine.executors, "engine.executors")
+        if not self.spec.gala and not self.control.env_saved(range(executors), rollout):
             if timeout > 0:
                 time.sleep(min(timeout, 0.002))  # the executors answer within one poll
             return False
@@ -372,7 +421,7 @@ class Learner:
             self._finish()
             self.control.mark_learner(self.index, Done.COMPLETE)
         else:
-            self.release(self.mode.schedule.release_target(self, rollout - 1))
+            self.release(self.barrier_schedule.release_target(self, rollout - 1))
         return True
 
     def shutdown(self) -> None:

@@ -13,6 +13,7 @@ which is fine since async is not reproducible anyway; each gala learner keeps it
 own envs). Across torchrun ranks the per-step moments of every rank's rows are merged in rank
 order (``cohort.moments``), so 2 ranks x 4 envs scale as 1 rank x 8 envs, up to float rounding.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,7 +23,7 @@ import torch
 
 from csrc_free_kernels.reward_scaling import discounted_returns, new_stats, scale_rewards, step_moments
 from fastrl.config import AlgoConfig
-from fastrl.learning.cohort import Solo
+from fastrl.ranks.cohort import Solo
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +59,17 @@ class RewardScaler:
 
     def load(self, state: dict | None) -> None:
         if state is None:
-            log.warning("algo.normalize_rewards: the checkpoint has no reward statistics (it was trained without "
-                        "them); they start afresh")
+            log.warning(
+                "algo.normalize_rewards: the checkpoint has no reward statistics (it was trained without "
+                "them); they start afresh"
+            )
             return
         returns = state["returns"].numpy()
         if returns.shape != self.returns.shape:
-            raise ValueError(f"the checkpoint's reward accumulators are for {len(returns)} envs, this learner has "
-                             f"{len(self.returns)}")
+            raise ValueError(
+                f"the checkpoint's reward accumulators are for {len(returns)} envs, this learner has "
+                f"{len(self.returns)}"
+            )
         self.returns[:], self.stats[:] = returns, state["stats"].numpy()
 
 

@@ -6,7 +6,8 @@ D log-stds for Box actions (``fastrl.models.distributions`` reads it; ``H = Acti
 ``build_model`` builds one by name (see ``registry``); ``forward_microbatched`` is the
 batch-invariant forward the actor uses (see ``microbatch``).
 """
-from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
+
+from fastrl.models.cnn import ImpalaResNet, NatureCNN, ShallowCNN
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.mlp import MLPPolicy
 from fastrl.models.registry import build_model, register_model

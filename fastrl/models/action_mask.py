@@ -6,7 +6,7 @@ where the action is allowed. It stays an ordinary part of the observation's row 
 the model reads it back from the row and sets the disallowed logits to ``MASKED_LOGIT``.
 
 ``MASKED_LOGIT`` is -1e9, not -inf: its exp is exactly 0 in float32 and float64, so a masked action has
-probability 0 in the actors' sampling kernel (``csrc_free_kernels.sampling``, whose inverse CDF then never
+probability 0 in the actors' sampling kernel (``csrc_free_kernels.action_sampling``, whose inverse CDF then never
 lands on it), in the losses' log-softmax and in ``eval``; and its log-probability stays finite, so an
 entropy term p log p is 0 x -1e9 = 0 where -inf would give NaN. A masked logit gets no gradient.
 
@@ -16,6 +16,7 @@ export — returns masked logits, for built-in and custom models alike, with the
 ``state_dict`` unchanged. An LSTM's replay (``fastrl.models.recurrent.unroll``) reads the heads through
 ``decode`` and masks them with ``mask_head``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,12 +31,17 @@ class ActionMask:
     """Reads the mask's columns back from observation rows: ``[B, head_size]`` bool, True where allowed."""
 
     def __init__(self, layout, head_size: int):
-        self.part = mask_part(layout)
+        part = mask_part(layout)
+        if part is None:
+            raise ValueError(f"the observation has no {MASK_KEY!r} part to mask the actions with")
+        self.part = part
         if self.part.image or self.part.encoding == "one_hot":
             raise ValueError(f"the {MASK_KEY!r} part must be a MultiBinary or a Box of 0/1, not {self.part}")
         if self.part.size != head_size:
-            raise ValueError(f"the {MASK_KEY!r} part has {self.part.size} columns and the policy head {head_size}: "
-                             "one per action (MultiDiscrete: every dimension's side by side)")
+            raise ValueError(
+                f"the {MASK_KEY!r} part has {self.part.size} columns and the policy head {head_size}: "
+                "one per action (MultiDiscrete: every dimension's side by side)"
+            )
         self.packed = layout.packed
         self.column = self.part.offset // 4  # a flat row is float32: its byte offset in columns
 

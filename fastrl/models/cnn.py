@@ -10,10 +10,11 @@ Three sizes to pick from (multiply-accumulates per 4x84x84 observation, paramete
 - ``ShallowCNN``   ~7.6 M MACs, ~0.9 M params (the A2C / GALA / HTS-RL network)
 - ``ImpalaResNet`` ~54 M MACs,  ~1.1 M params (Espeholt et al. 2018, 15 conv layers)
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -41,18 +42,24 @@ def _flat_size(cls_name: str, features: nn.Module, obs_shape: tuple[int, ...]) -
         with torch.no_grad():
             out = features(torch.zeros((1, *obs_shape)))
     except RuntimeError as e:
-        raise ValueError(
-            f"{cls_name}: observation {obs_shape} is too small for its convolutions ({e})"
-        ) from None
+        raise ValueError(f"{cls_name}: observation {obs_shape} is too small for its convolutions ({e})") from None
     return out[0].numel()
 
 
 class _ImagePolicy(HeadedPolicy):
     """``features`` (convolutions) -> flatten -> FC ``fc_size`` + ReLU -> [LSTM ``lstm``] -> policy and value heads."""
 
-    def __init__(self, obs_shape: tuple[int, ...], n_actions: int, features: nn.Module, fc_size: int,
-                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False,
-                 lstm: int = 0):
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        n_actions: int,
+        features: nn.Module,
+        fc_size: int,
+        normalize_obs: bool = False,
+        normalize_value: bool = False,
+        gaussian: bool = False,
+        lstm: int = 0,
+    ):
         super().__init__()
         self.obs_shape = obs_shape
         self.n_actions = n_actions
@@ -98,8 +105,15 @@ class NatureCNN(_ImagePolicy):
     """Mnih et al. 2015 (PAAC's ``arch_nature``): conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1,
     FC 512, ReLU after each. Orthogonal init (gain sqrt(2); heads 0.01 and 1.0)."""
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False,
-                 normalize_value: bool = False, gaussian: bool = False, lstm: int = 0):
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        n_actions: int,
+        normalize_obs: bool = False,
+        normalize_value: bool = False,
+        gaussian: bool = False,
+        lstm: int = 0,
+    ):
         shape = _check_image_shape("NatureCNN", obs_shape, n_actions)
         features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (64, 3, 1)])
         super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm)
@@ -114,8 +128,15 @@ class ShallowCNN(_ImagePolicy):
     parameters and ~20% fewer multiply-accumulates. Same initialisation as ``NatureCNN``.
     """
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int, normalize_obs: bool = False,
-                 normalize_value: bool = False, gaussian: bool = False, lstm: int = 0):
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        n_actions: int,
+        normalize_obs: bool = False,
+        normalize_value: bool = False,
+        gaussian: bool = False,
+        lstm: int = 0,
+    ):
         shape = _check_image_shape("ShallowCNN", obs_shape, n_actions)
         features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (32, 3, 1)])
         super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm)
@@ -144,9 +165,16 @@ class ImpalaResNet(_ImagePolicy):
     orthogonal like the other policies.
     """
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int, channels: Sequence[int] = (16, 32, 32),
-                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False,
-                 lstm: int = 0):
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        n_actions: int,
+        channels: Sequence[int] = (16, 32, 32),
+        normalize_obs: bool = False,
+        normalize_value: bool = False,
+        gaussian: bool = False,
+        lstm: int = 0,
+    ):
         shape = _check_image_shape("ImpalaResNet", obs_shape, n_actions)
         try:
             chans = [int(c) for c in channels]

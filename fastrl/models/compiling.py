@@ -31,6 +31,7 @@ compile (no dynamo for this Python, no C++ compiler for inductor). Inductor cach
 same model on the same machine starts in seconds (measured: 20 s for the first PPO step's compile, 2.5 s
 from the cache).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -58,15 +59,20 @@ def compile_unavailable(device_type: str = "cpu") -> str | None:
     import torch._dynamo
 
     if not torch._dynamo.is_dynamo_supported():
-        return (f"torch {torch.__version__} has no torch.compile (dynamo) for Python "
-                f"{sys.version_info.major}.{sys.version_info.minor} on {sys.platform}")
+        return (
+            f"torch {torch.__version__} has no torch.compile (dynamo) for Python "
+            f"{sys.version_info.major}.{sys.version_info.minor} on {sys.platform}"
+        )
     if device_type == "cuda":
         from torch.utils._triton import has_triton
 
         return None if has_triton() else "inductor needs Triton for CUDA and it is not installed"
     compiler = _cpp_compiler()
-    return None if compiler else ("inductor compiles C++ for the CPU and no C++ compiler was found "
-                                  "(install g++, or set CXX to one)")
+    return (
+        None
+        if compiler
+        else ("inductor compiles C++ for the CPU and no C++ compiler was found (install g++, or set CXX to one)")
+    )
 
 
 def _cpp_compiler() -> str | None:
@@ -87,8 +93,10 @@ def compiles(config: Config, device: torch.device, image_model: bool) -> bool:
     reason = compile_unavailable(device.type)
     if setting is True:
         if reason:
-            raise ConfigError(f"model.compile = true, but torch.compile cannot run here: {reason}; "
-                              f"set model.compile = false (or 'auto', which falls back to eager)")
+            raise ConfigError(
+                f"model.compile = true, but torch.compile cannot run here: {reason}; "
+                f"set model.compile = false (or 'auto', which falls back to eager)"
+            )
         return True
     if reason:
         log.info("model.compile = 'auto': eager, since %s", reason)

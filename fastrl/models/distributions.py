@@ -12,6 +12,7 @@ is read, so sampling, learning and evaluation cannot disagree:
 log-softmax shared by the log-prob and the entropy; the same sampling kernel), so discrete runs
 keep their bits.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from csrc_free_kernels.sampling import (
+from csrc_free_kernels.action_sampling import (
     sample_from_u,
     sample_gaussian,
     sample_gaussian_rows_kernel,
@@ -47,8 +48,18 @@ class ActionDistribution:
         """The most likely action of each row (a Gaussian's mean, unclipped)."""
         raise NotImplementedError
 
-    def sample_rows(self, head: np.ndarray, values: np.ndarray, version: int, rows: np.ndarray, u: np.ndarray,
-                    action: np.ndarray, logp: np.ndarray, value: np.ndarray, stamp: np.ndarray) -> None:
+    def sample_rows(
+        self,
+        head: np.ndarray,
+        values: np.ndarray,
+        version: int,
+        rows: np.ndarray,
+        u: np.ndarray,
+        action: np.ndarray,
+        logp: np.ndarray,
+        value: np.ndarray,
+        stamp: np.ndarray,
+    ) -> None:
         """The actor's write-back: row ``rows[b]`` of the slot columns from ``head[b]`` and its own ``u``."""
         raise NotImplementedError
 
@@ -99,8 +110,9 @@ class MultiCategorical(ActionDistribution):
 
     def sample(self, head, u):
         batch = head.shape[0]
-        return sample_multi(head, self.nvec, u, np.empty((batch, self.spec.dims), np.int64),
-                            np.empty(batch, np.float32))
+        return sample_multi(
+            head, self.nvec, u, np.empty((batch, self.spec.dims), np.int64), np.empty(batch, np.float32)
+        )
 
 
 class DiagonalGaussian(ActionDistribution):

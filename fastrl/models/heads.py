@@ -5,9 +5,10 @@ Categorical logits are one linear layer (``policy_head`` in the models). A diago
 vector (CleanRL's ``ppo_continuous_action`` and stable-baselines3's default), concatenated so the
 model still returns one head tensor, which ``fastrl.models.distributions.DiagonalGaussian`` reads.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn

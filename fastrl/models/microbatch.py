@@ -18,6 +18,7 @@ and in bf16 (``tests/test_models.py``).
 
 Models must treat rows independently (no batch norm in training mode, no cross-row ops).
 """
+
 from __future__ import annotations
 
 import threading
@@ -41,8 +42,9 @@ def _staging_buffer(micro_batch: int, row_shape: torch.Size, dtype: torch.dtype,
     return buf
 
 
-def forward_microbatched(model: nn.Module, obs: Tensor, micro_batch: int,
-                         hidden: Tensor | None = None) -> tuple[Tensor, ...]:
+def forward_microbatched(
+    model: nn.Module, obs: Tensor, micro_batch: int, hidden: Tensor | None = None
+) -> tuple[Tensor, ...]:
     """``model(obs)`` computed in chunks of exactly ``micro_batch`` rows: ``(logits [B, A], value [B])``;
     with ``hidden`` (a recurrent model's ``[B, 2H]`` states, ``fastrl.models.recurrent``) each chunk's
     states are staged beside its observations and the new states come third.
@@ -62,7 +64,7 @@ def forward_microbatched(model: nn.Module, obs: Tensor, micro_batch: int,
     for start in range(0, max(n, 1), micro_batch):
         rows = min(micro_batch, n - start)
         for buf, x in zip(staged, inputs):
-            buf[:rows].copy_(x[start:start + rows])
+            buf[:rows].copy_(x[start : start + rows])
             if rows < micro_batch:
                 buf[rows:].zero_()
         out = model(*(buf.clone() if clone else buf for buf in staged))

@@ -3,10 +3,11 @@
 Every policy maps ``obs`` (its env dtype, ``[B, *obs_shape]``) to
 ``(logits [B, n_actions] float32, value [B] float32)``.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from torch import Tensor, nn
 
@@ -46,8 +47,16 @@ class MLPPolicy(HeadedPolicy):
     core of H units between the trunk and the heads (``fastrl.models.recurrent``).
     """
 
-    def __init__(self, obs_shape: Sequence[int], n_actions: int, hidden: Sequence[int] = (64, 64),
-                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False, lstm: int = 0):
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        n_actions: int,
+        hidden: Sequence[int] = (64, 64),
+        normalize_obs: bool = False,
+        normalize_value: bool = False,
+        gaussian: bool = False,
+        lstm: int = 0,
+    ):
         super().__init__()
         self.obs_shape = check_policy_args("MLPPolicy", obs_shape, n_actions)
         self.n_actions = n_actions

@@ -14,16 +14,17 @@ Every operation is per row, so the fixed-size micro-batch forward stays batch-in
 ``normalize_obs`` normalises the vector part with running statistics; the image is scaled by
 1/255 only (its per-pixel statistics are not kept: a clear error if there is no vector part).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from fastrl.envs.obs_layout import ObsLayout, ObsPart
-from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
+from fastrl.models.cnn import ImpalaResNet, NatureCNN, ShallowCNN
 from fastrl.models.heads import HeadedPolicy
 from fastrl.models.mlp import check_policy_args, init_orthogonal
 from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer, obs_to_float
@@ -33,27 +34,43 @@ CNNS = {"nature": NatureCNN, "shallow": ShallowCNN, "impala": ImpalaResNet}
 
 def check_packed_layout(layout: ObsLayout | None, obs_shape: tuple[int, ...]) -> ObsLayout:
     if layout is None or not layout.packed:
-        raise ValueError("it is for Dict observations holding a uint8 image (a packed row); "
-                         "these observations are a Box or a flat Dict of vectors: use 'mlp' or 'auto'")
+        raise ValueError(
+            "it is for Dict observations holding a uint8 image (a packed row); "
+            "these observations are a Box or a flat Dict of vectors: use 'mlp' or 'auto'"
+        )
     if tuple(obs_shape) != layout.row_shape:
         raise ValueError(f"obs_shape {tuple(obs_shape)} is not the layout's row {layout.row_shape}")
     return layout
 
 
 class MultiInputPolicy(HeadedPolicy):
-    def __init__(self, obs_shape: Sequence[int], n_actions: int, obs_layout: ObsLayout | None = None,
-                 hidden: Sequence[int] = (64, 64), cnn: str = "nature", channels: Sequence[int] | None = None,
-                 normalize_obs: bool = False, normalize_value: bool = False, gaussian: bool = False,
-                 lstm: int = 0):
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        n_actions: int,
+        obs_layout: ObsLayout | None = None,
+        hidden: Sequence[int] = (64, 64),
+        cnn: str = "nature",
+        channels: Sequence[int] | None = None,
+        normalize_obs: bool = False,
+        normalize_value: bool = False,
+        gaussian: bool = False,
+        lstm: int = 0,
+    ):
         super().__init__()
         shape = check_policy_args("MultiInputPolicy", obs_shape, n_actions)
         self.obs_layout = check_packed_layout(obs_layout, shape)
         self.obs_shape, self.n_actions = shape, n_actions
-        self.image_part: ObsPart = self.obs_layout.image
+        image_part = self.obs_layout.image
+        assert image_part is not None, "a packed layout holds a uint8 image"
+        self.image_part: ObsPart = image_part
         self.vector_parts = self.obs_layout.vectors
         if normalize_obs and not self.vector_parts:
-            raise ValueError("model.normalize_obs normalises the vector parts of a Dict observation, "
-                             f"and this one has none (only the image {self.image_part.name!r}, which is scaled by 1/255)")
+            raise ValueError(
+                "model.normalize_obs normalises the vector parts of a Dict observation, "
+                f"and this one has none (only the image {self.image_part.name!r}, "
+                "which is scaled by 1/255)"
+            )
         self.obs_normalizer = ObsNormalizer((self.obs_layout.vector_size,)) if normalize_obs else None
         self.value_normalizer = ValueNormalizer() if normalize_value else None
         self.image_trunk, image_width = _image_trunk(cnn, self._chw(self.image_part.shape), channels)
@@ -63,7 +80,7 @@ class MultiInputPolicy(HeadedPolicy):
         self.bf16 = False  # set_precision("bf16"): the CNN under bfloat16 autocast, the rest in float32
 
     def _chw(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
-        return (shape[2], shape[0], shape[1]) if self.obs_layout.channels_last else tuple(shape)
+        return (shape[2], shape[0], shape[1]) if self.obs_layout.channels_last else (shape[0], shape[1], shape[2])
 
     def set_precision(self, precision: str) -> None:
         """``"fp32"`` or ``"bf16"`` (as the built-in CNNs: ``fastrl.models.precision``)."""

@@ -11,13 +11,13 @@ actors receive them through the shared weights, checkpoints and ``load_policy`` 
 and a resumed run goes on with them. Only the learner moves them (``observe``), once per
 update on the storage it learns from, so they are as deterministic as the parameters.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
-
 
 MergeRanks = Callable[[int, Tensor, Tensor], tuple[int, Tensor, Tensor]]  # (count, mean, var) of every rank's batch
 
@@ -49,7 +49,7 @@ class RunningMeanStd(nn.Module):
     @torch.no_grad()
     def observe(self, x: Tensor, merge_ranks: MergeRanks | None = None) -> None:
         """Merge the moments of the batch ``x`` ``[B, *shape]`` (float) into the running ones (Chan et al.);
-        ``merge_ranks``: makes them the moments of every rank's batch (``fastrl.learning.cohort``)."""
+        ``merge_ranks``: makes them the moments of every rank's batch (``fastrl.ranks.cohort``)."""
         batch = x.shape[0]
         if batch == 0:
             return
@@ -116,7 +116,8 @@ def observe_observations(model: nn.Module, obs: Tensor, merge_ranks: MergeRanks 
 
 
 def observe_returns(model: nn.Module, returns: Tensor, merge_ranks: MergeRanks | None = None) -> float:
-    """Update ``model``'s return statistics with ``returns`` ``[B]``; the scale the value loss divides by (1 without)."""
+    """Update ``model``'s return statistics with ``returns`` ``[B]``; the scale the value loss divides by
+    (1 without)."""
     normalizer = getattr(model, "value_normalizer", None)
     if normalizer is None:
         return 1.0

@@ -1,5 +1,6 @@
 """The run's policy network: what actors, learners, the last-checkpoint path and ``fastrl eval`` all build
 from the env's spaces and the config, so every one of them holds the same network."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from fastrl.config import resolved_bool
 from fastrl.envs.actions import BOX
 from fastrl.models.registry import build_model
 
@@ -30,6 +32,21 @@ def build_policy(env_info: EnvInfo, config: Config, device: torch.device | str |
     model = config.model
     device = resolve_device(config.engine.device) if device is None else torch.device(device)
     action = env_info.action
-    return build_model(model.name, env_info.obs_shape, np.dtype(env_info.obs_dtype), action.head_size, model.hidden,
-                       model.kwargs, model.precision, model.normalize_obs, device, config.algo.normalize_returns,
-                       gaussian=action.kind == BOX, lstm=model.lstm, obs_layout=env_info.obs_layout)
+    assert action is not None, "EnvInfo fills in its action spec (Discrete(n_actions) by default)"
+    normalize_obs = resolved_bool(model.normalize_obs, "model.normalize_obs")
+    normalize_value = resolved_bool(config.algo.normalize_returns, "algo.normalize_returns")
+    return build_model(
+        model.name,
+        env_info.obs_shape,
+        np.dtype(env_info.obs_dtype),
+        action.head_size,
+        model.hidden,
+        model.kwargs,
+        model.precision,
+        normalize_obs,
+        device,
+        normalize_value,
+        gaussian=action.kind == BOX,
+        lstm=model.lstm,
+        obs_layout=env_info.obs_layout,
+    )

@@ -6,13 +6,14 @@ precision (PPO's ratio, V-trace's weights). The parameters stay float32: the opt
 shared weights, checkpoints and ``load_policy`` see the same model whatever the precision.
 
 Why it matters: on 2 CPU cores the learner's forward/backward of the Nature CNN is the
-bottleneck of every Atari run (README, "Measured"). Measured on a 2-vCPU Sapphire Rapids
+bottleneck of every Atari run (docs/results/xeon-amx-bf16.md). Measured on a 2-vCPU Sapphire Rapids
 (AMX-BF16), torch 2.13, one thread, Nature CNN on 4x84x84: a training step of 256 samples
 1.27K samples/s in fp32, 2.06K in fp32 channels-last, 4.29K in bf16 channels-last; a
 16-row forward 5.1K / 5.7K / 11.2K obs/s. Without native bf16 units the CPU emulates it and
 is slower than fp32, so ``"auto"`` picks bf16 only where the CPU has AMX-BF16; on CUDA
 ``"auto"`` stays fp32 until a GPU run has checked the forward's batch invariance there.
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,8 +28,9 @@ def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            return next((frozenset(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")),
-                        frozenset())
+            return next(
+                (frozenset(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), frozenset()
+            )
     except OSError:
         return frozenset()
 

@@ -17,6 +17,7 @@ policy reads at row t, zero where an episode starts):
 Every row's action still depends only on that env's own history and the executor's random
 number, whatever the batching: the actor forwards fixed-size micro-batches of (obs, hidden) rows.
 """
+
 from __future__ import annotations
 
 import torch
@@ -46,7 +47,7 @@ class LSTMCore(nn.Module):
     def forward(self, x: Tensor, hidden: Tensor | None) -> tuple[Tensor, Tensor]:
         if hidden is None:
             hidden = x.new_zeros((x.shape[0], 2 * self.size))
-        h, c = self.cell(x, (hidden[:, : self.size], hidden[:, self.size:]))
+        h, c = self.cell(x, (hidden[:, : self.size], hidden[:, self.size :]))
         return h, torch.cat([h, c], dim=-1)
 
 

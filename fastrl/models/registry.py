@@ -7,11 +7,13 @@ is a clear ``ValueError`` at start-up rather than a crash inside a worker.
 
 Parameter initialisation draws from torch's global RNG: seed it before calling.
 """
+
 from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,16 +21,16 @@ from torch import nn
 
 from fastrl.envs.obs_layout import mask_part
 from fastrl.models.action_mask import attach as attach_action_mask
-from fastrl.models.atari import ImpalaResNet, NatureCNN, ShallowCNN
-from fastrl.models.recurrent import hidden_size
+from fastrl.models.cnn import ImpalaResNet, NatureCNN, ShallowCNN
 from fastrl.models.mlp import MLPPolicy
 from fastrl.models.multi import MultiInputPolicy
 from fastrl.models.precision import PRECISIONS, resolve_precision
+from fastrl.models.recurrent import hidden_size
 from fastrl.models.uniform import UniformPolicy
 
 ModelFactory = Callable[..., nn.Module]
 
-_IMAGE_MODELS: dict[str, ModelFactory] = {"nature": NatureCNN, "shallow": ShallowCNN, "impala": ImpalaResNet}
+_IMAGE_MODELS: dict[str, type[nn.Module]] = {"nature": NatureCNN, "shallow": ShallowCNN, "impala": ImpalaResNet}
 # the Nature CNN's 8x8/4, 4x4/2 and 3x3/1 convolutions need images of at least 36x36; "auto" gives smaller
 # ones the IMPALA ResNet, whose padded 3x3 convolutions and pools fit any size (a 7x7 view: 4, 2, 1)
 NATURE_MIN_SIZE = 36
@@ -42,8 +44,9 @@ def register_model(name: str, factory: ModelFactory, *, overwrite: bool = False)
     with the policy interface. Built-in names cannot be replaced; a registered name only
     with ``overwrite=True``."""
     if not isinstance(name, str) or not name or ":" in name or name != name.strip():
-        raise ValueError(f"register_model: name must be a non-empty string without ':' or "
-                         f"surrounding spaces, got {name!r}")
+        raise ValueError(
+            f"register_model: name must be a non-empty string without ':' or surrounding spaces, got {name!r}"
+        )
     if name in _BUILTIN_NAMES:
         raise ValueError(f"register_model: {name!r} is a built-in model name ({_allowed()})")
     if not callable(factory):
@@ -101,8 +104,10 @@ def build_model(
     if kwargs is not None and not isinstance(kwargs, dict):
         raise ValueError(f"model {name!r}: kwargs must be a dict, got {type(kwargs).__name__}")
     kw = dict(kwargs or {})
-    builtin_kw = {key: True for key, on in (("normalize_obs", normalize_obs), ("normalize_value", normalize_value)) if on}
-    head_kw = {"gaussian": True} if gaussian else {}  # only the built-in heads need telling
+    builtin_kw = {
+        key: True for key, on in (("normalize_obs", normalize_obs), ("normalize_value", normalize_value)) if on
+    }
+    head_kw: dict[str, bool | int] = {"gaussian": True} if gaussian else {}  # only the built-in heads need telling
     if gaussian and mask_part(obs_layout) is not None:
         raise ValueError(f"model {name!r}: an action_mask part masks logits, and Box (Gaussian) actions have none")
     if isinstance(lstm, bool) or not isinstance(lstm, (int, np.integer)) or lstm < 0:
@@ -117,30 +122,47 @@ def build_model(
         if resolved == "multi" and "cnn" not in kw:
             kw["cnn"] = _auto_image_model(_image_hw(obs_layout))
     if packed and resolved in ("mlp", *_IMAGE_MODELS):
-        raise ValueError(f"model {name!r} cannot read these observations: a Dict with an image is stored as one packed "
-                         "uint8 row (fastrl.envs.obs_layout); use model.name = 'multi' (or 'auto')")
+        raise ValueError(
+            f"model {name!r} cannot read these observations: a Dict with an image is stored as one packed "
+            "uint8 row (fastrl.envs.obs_layout); use model.name = 'multi' (or 'auto')"
+        )
     if resolved == "multi":
-        model = _build_builtin(name, MultiInputPolicy, shape, n_actions,
-                               {"hidden": list(hidden), "obs_layout": obs_layout, **kw, **builtin_kw, **head_kw},
-                               "hidden")
+        model = _build_builtin(
+            name,
+            MultiInputPolicy,
+            shape,
+            n_actions,
+            {"hidden": list(hidden), "obs_layout": obs_layout, **kw, **builtin_kw, **head_kw},
+            "hidden",
+        )
     elif resolved == "mlp":
-        model = _build_builtin(name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw, **builtin_kw, **head_kw},
-                               "hidden")
+        model = _build_builtin(
+            name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw, **builtin_kw, **head_kw}, "hidden"
+        )
     elif builtin_kw and resolved not in _IMAGE_MODELS:
-        raise ValueError(f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'multi', "
-                         f"'nature', 'shallow' and 'impala'; model {name!r} must normalise its own observations and values")
+        raise ValueError(
+            f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'multi', "
+            f"'nature', 'shallow' and 'impala'; model {name!r} must normalise its own observations "
+            "and values"
+        )
     elif lstm and resolved not in _IMAGE_MODELS:
-        raise ValueError(f"model.lstm is for the built-in 'mlp', 'multi', 'nature', 'shallow' and 'impala'; model "
-                         f"{name!r} is feed-forward: set model.lstm = 0")
+        raise ValueError(
+            f"model.lstm is for the built-in 'mlp', 'multi', 'nature', 'shallow' and 'impala'; model "
+            f"{name!r} is feed-forward: set model.lstm = 0"
+        )
     elif resolved == "random":
         model = UniformPolicy(shape, n_actions)
     elif resolved in _IMAGE_MODELS:
         if len(shape) != 3:
-            raise ValueError(f"model {name!r} is an image model and needs a 3-D observation [C, H, W]; "
-                             f"got obs_shape {shape}; use 'mlp' or 'auto' for flat observations")
+            raise ValueError(
+                f"model {name!r} is an image model and needs a 3-D observation [C, H, W]; "
+                f"got obs_shape {shape}; use 'mlp' or 'auto' for flat observations"
+            )
         model = _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, {**kw, **builtin_kw, **head_kw}, None)
     elif name in _registered:
-        model = _call_factory(name, _registered[name], shape, n_actions, _with_layout(_registered[name], kw, obs_layout))
+        model = _call_factory(
+            name, _registered[name], shape, n_actions, _with_layout(_registered[name], kw, obs_layout)
+        )
     elif ":" in name:
         factory = _import_factory(name)
         model = _call_factory(name, factory, shape, n_actions, _with_layout(factory, kw, obs_layout))
@@ -174,13 +196,16 @@ def _with_layout(factory: ModelFactory, kw: dict, obs_layout: Any) -> dict:
 
 def _set_precision(name: str, model: nn.Module, precision: str, device: torch.device) -> None:
     if precision not in PRECISIONS:
-        raise ValueError(f"model {name!r}: precision must be one of {', '.join(map(repr, PRECISIONS))}, "
-                         f"got {precision!r}")
+        raise ValueError(
+            f"model {name!r}: precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}"
+        )
     if hasattr(model, "set_precision"):
         model.set_precision(resolve_precision(precision, device))
     elif precision == "bf16":
-        raise ValueError(f"model.precision = 'bf16' is for models with a set_precision method (the built-in "
-                         f"'nature', 'shallow' and 'impala'); model {name!r} has none: use 'fp32' or 'auto'")
+        raise ValueError(
+            f"model.precision = 'bf16' is for models with a set_precision method (the built-in "
+            f"'nature', 'shallow' and 'impala'); model {name!r} has none: use 'fp32' or 'auto'"
+        )
 
 
 def _allowed() -> str:
@@ -207,8 +232,9 @@ def _torch_dtype(name: str, obs_dtype: Any) -> torch.dtype:
         raise ValueError(f"model {name!r}: unsupported observation dtype {obs_dtype!r}") from None
 
 
-def _build_builtin(name: str, cls: type, shape: tuple[int, ...], n_actions: int,
-                   kw: dict, own: str | None) -> nn.Module:
+def _build_builtin(
+    name: str, cls: type, shape: tuple[int, ...], n_actions: int, kw: dict, own: str | None
+) -> nn.Module:
     try:
         return cls(obs_shape=shape, n_actions=n_actions, **kw)
     except TypeError as e:
@@ -225,8 +251,7 @@ def _import_factory(name: str) -> ModelFactory:
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as e:
-        raise ValueError(f"model {name!r}: cannot import module {module_name!r}: "
-                         f"{type(e).__name__}: {e}") from e
+        raise ValueError(f"model {name!r}: cannot import module {module_name!r}: {type(e).__name__}: {e}") from e
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -237,21 +262,20 @@ def _import_factory(name: str) -> ModelFactory:
     return obj
 
 
-def _call_factory(name: str, factory: ModelFactory, shape: tuple[int, ...], n_actions: int,
-                  kw: dict) -> nn.Module:
+def _call_factory(name: str, factory: ModelFactory, shape: tuple[int, ...], n_actions: int, kw: dict) -> nn.Module:
     try:
         model = factory(obs_shape=shape, n_actions=n_actions, **kw)
     except Exception as e:
-        raise ValueError(f"model {name!r}: factory(obs_shape={shape}, n_actions={n_actions}, "
-                         f"**{kw!r}) raised {type(e).__name__}: {e}") from e
+        raise ValueError(
+            f"model {name!r}: factory(obs_shape={shape}, n_actions={n_actions}, "
+            f"**{kw!r}) raised {type(e).__name__}: {e}"
+        ) from e
     if not isinstance(model, nn.Module):
-        raise ValueError(f"model {name!r}: factory returned {type(model).__name__}, "
-                         "not a torch.nn.Module")
+        raise ValueError(f"model {name!r}: factory returned {type(model).__name__}, not a torch.nn.Module")
     return model
 
 
-def _check_interface(name: str, model: nn.Module, shape: tuple[int, ...], dtype: torch.dtype,
-                     n_actions: int) -> None:
+def _check_interface(name: str, model: nn.Module, shape: tuple[int, ...], dtype: torch.dtype, n_actions: int) -> None:
     """One dummy forward of 2 zero observations (eval mode, no grad, RNG state kept)."""
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
@@ -264,8 +288,9 @@ def _check_interface(name: str, model: nn.Module, shape: tuple[int, ...], dtype:
             out = model(obs, torch.zeros((2, recurrent), device=device)) if recurrent else model(obs)
             out = out[:2] if recurrent else out  # the state's shape is the core's own
     except Exception as e:
-        raise ValueError(f"model {name!r}: forward failed on a dummy batch {tuple(obs.shape)} "
-                         f"{dtype}: {type(e).__name__}: {e}") from e
+        raise ValueError(
+            f"model {name!r}: forward failed on a dummy batch {tuple(obs.shape)} {dtype}: {type(e).__name__}: {e}"
+        ) from e
     finally:
         for m, training in modes:
             m.training = training
@@ -273,7 +298,13 @@ def _check_interface(name: str, model: nn.Module, shape: tuple[int, ...], dtype:
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
         raise ValueError(f"model {name!r}: forward must return {want}, got {type(out).__name__}")
     logits, value = out
-    if (tuple(logits.shape) != (2, n_actions) or tuple(value.shape) != (2,)
-            or logits.dtype != torch.float32 or value.dtype != torch.float32):
-        raise ValueError(f"model {name!r}: forward must return {want} for a batch of 2, got logits "
-                         f"{list(logits.shape)} {logits.dtype} and value {list(value.shape)} {value.dtype}")
+    if (
+        tuple(logits.shape) != (2, n_actions)
+        or tuple(value.shape) != (2,)
+        or logits.dtype != torch.float32
+        or value.dtype != torch.float32
+    ):
+        raise ValueError(
+            f"model {name!r}: forward must return {want} for a batch of 2, got logits "
+            f"{list(logits.shape)} {logits.dtype} and value {list(value.shape)} {value.dtype}"
+        )

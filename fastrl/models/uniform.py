@@ -3,6 +3,7 @@
 It never reads the observation, so with it the engine's cost is all plumbing: env
 stepping, queues, buffer writes and sampling from the executor's random number.
 """
+
 from __future__ import annotations
 
 import torch
@@ -11,6 +12,7 @@ from torch import nn
 
 class UniformPolicy(nn.Module):
     reads_observations = False  # the actor may skip gathering observations for it
+
     def __init__(self, obs_shape, n_actions: int):
         super().__init__()
         self.n_actions = n_actions

@@ -2,7 +2,7 @@
 
 Resolved once, in the main process, before anything starts (``plan_run``); the run directory's
 ``config.toml`` then holds the numbers, so the run repeats anywhere. The rules are those the
-README's "Tuning on a given machine" measured (2 cores, Pong hts, 16 envs):
+docs/tuning.md measured (2 cores, Pong hts, 16 envs):
 
 - **CPU only** (no CUDA device in use): one executor per core given to stepping, each running
   its envs' forward inline (``actors = executors``): 2 executors with inline actors ran 2.86K
@@ -23,6 +23,7 @@ left to the learner and the OS. Keys given explicitly are kept; only the "auto" 
 consistently with them (``inline_actors = true`` makes ``actors = executors`` whichever is given).
 ``engine.serial`` runs everything in one process: "auto" gives 1 executor and 1 actor there.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,7 +48,7 @@ class Machine:
     cuda: bool  # torch sees a CUDA device
 
     @classmethod
-    def detect(cls) -> "Machine":
+    def detect(cls) -> Machine:
         import torch
 
         try:
@@ -75,7 +76,7 @@ def is_resolved(engine: EngineConfig) -> bool:
 def choose_learner_threads(engine: EngineConfig, machine: Machine, image_model: bool = True) -> int:
     """``engine.learner_threads``: as given, or chosen for ``machine`` (see the field's doc); ``image_model``:
     the run's policy is a built-in CNN (an MLP's step is too small to split: 2 threads ran Hopper 5x slower)."""
-    if engine.learner_threads != AUTO:
+    if not isinstance(engine.learner_threads, str):  # given: a number, not "auto"
         return engine.learner_threads
     if not image_model or engine.device == "cuda" or (engine.device == "auto" and machine.cuda):
         return 1  # too little to split, or the GPU computes and a thread feeds it
@@ -87,27 +88,33 @@ def choose_learner_threads(engine: EngineConfig, machine: Machine, image_model: 
 
 def choose_layout(engine: EngineConfig, machine: Machine) -> Layout:
     """The layout for ``engine`` on ``machine``: explicit keys kept, "auto" ones chosen by the rules above."""
-    if engine.serial:
-        given = ((engine.executors, 1), (engine.actors, 1), (engine.inline_actors, False))
-        return Layout(*(value if value != AUTO else default for value, default in given))
+    if engine.serial:  # "auto" (the only string these keys take) gives 1 executor and 1 actor, not inline
+        return Layout(
+            engine.executors if not isinstance(engine.executors, str) else 1,
+            engine.actors if not isinstance(engine.actors, str) else 1,
+            engine.inline_actors if not isinstance(engine.inline_actors, str) else False,
+        )
     gpu = engine.device == "cuda" or (engine.device == "auto" and machine.cuda)
     inline = engine.inline_actors
-    if inline == AUTO:  # an explicit actors count asks for actor processes, as it did before "auto"
-        inline = not gpu and engine.actors == AUTO
+    if isinstance(inline, str):  # "auto": an explicit actors count asks for actor processes, as it did before "auto"
+        inline = not gpu and isinstance(engine.actors, str)
     if inline:
-        executors = engine.executors if engine.executors != AUTO else engine.actors
-        if executors == AUTO:
+        executors = engine.executors if not isinstance(engine.executors, str) else engine.actors
+        if isinstance(executors, str):  # both "auto"
             executors = _balanced(machine.cores - _learner_cores(engine, machine), engine.envs)
-        actors = engine.actors if engine.actors != AUTO else executors
-        return Layout(executors, actors, True)
+        return Layout(executors, engine.actors if not isinstance(engine.actors, str) else executors, True)
     actors = engine.actors
-    if actors == AUTO:
+    if isinstance(actors, str):  # "auto"
         actors = min(2 if gpu and machine.cores >= MANY_CORES else 1, engine.envs)
     executors = engine.executors
-    if executors == AUTO:
+    if isinstance(executors, str):  # "auto"
         # actor processes on a GPU each drive it from a core of their own; on a CPU they share like the learner
-        reserved = actors + engine.learners if gpu else _learner_cores(engine, machine) + (
-            0 if machine.cores <= SHARED_LEARNER_CORES else actors * engine.actor_threads)
+        reserved = (
+            actors + engine.learners
+            if gpu
+            else _learner_cores(engine, machine)
+            + (0 if machine.cores <= SHARED_LEARNER_CORES else actors * engine.actor_threads)
+        )
         executors = _balanced(machine.cores - reserved, engine.envs)
     return Layout(executors, actors, False)
 
@@ -116,7 +123,11 @@ def _learner_cores(engine: EngineConfig, machine: Machine) -> int:
     """Cores kept for the learners' threads: none on a small machine, where sharing measured best."""
     if machine.cores <= SHARED_LEARNER_CORES:
         return 0
-    threads = engine.learner_threads if engine.learner_threads != AUTO else choose_learner_threads(engine, machine)
+    threads = (
+        engine.learner_threads
+        if not isinstance(engine.learner_threads, str)
+        else choose_learner_threads(engine, machine)
+    )
     return engine.learners * threads
 
 
@@ -138,11 +149,20 @@ def resolve_layout(config: Config, machine: Machine | None = None, image_model: 
         return config
     machine = machine or Machine.detect()
     layout = choose_layout(engine, machine)
-    engine = dataclasses.replace(engine, executors=layout.executors, actors=layout.actors,
-                                 inline_actors=layout.inline_actors,
-                                 learner_threads=choose_learner_threads(engine, machine, image_model))
+    engine = dataclasses.replace(
+        engine,
+        executors=layout.executors,
+        actors=layout.actors,
+        inline_actors=layout.inline_actors,
+        learner_threads=choose_learner_threads(engine, machine, image_model),
+    )
     resolved = dataclasses.replace(config, engine=engine)
     validate(resolved)  # the cross-key checks (executors <= envs, inline needs actors = executors) on the numbers
-    log.info("process layout (engine.* = 'auto' on %d cores, %s): %s, %d learner thread(s)", machine.cores,
-             "CUDA" if machine.cuda else "no CUDA", layout.describe(), engine.learner_threads)
+    log.info(
+        "process layout (engine.* = 'auto' on %d cores, %s): %s, %d learner thread(s)",
+        machine.cores,
+        "CUDA" if machine.cuda else "no CUDA",
+        layout.describe(),
+        engine.learner_threads,
+    )
     return resolved

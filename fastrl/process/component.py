@@ -6,14 +6,15 @@ nothing that must outlive the run, so their ``shutdown`` does nothing; a learner
 (``fastrl.learning``) writes the checkpoint of its last good state. The protocol is structural:
 the roles do not import it, so the sampling and learning rooms never import this one.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
 
 from fastrl.buffers import RunBuffers
-from fastrl.config import EngineConfig
-from fastrl.spec import RunSpec
+from fastrl.config import EngineConfig, resolved_bool, resolved_int
 from fastrl.sampling.channels import Channels
+from fastrl.spec import RunSpec
 
 
 class Component(Protocol):
@@ -33,16 +34,20 @@ class Component(Protocol):
 def roles(engine: EngineConfig) -> list[tuple[str, int]]:
     """A run's components as (role, index): executors, then actors (none of their own with inline
     actors: each runs inside its executor), then learners; the serial loop polls them in this order."""
-    executors = [("executor", i) for i in range(engine.executors)]
-    actors = [] if engine.inline_actors else [("actor", i) for i in range(engine.actors)]
+    executors = [("executor", i) for i in range(resolved_int(engine.executors, "engine.executors"))]
+    actors = (
+        []
+        if resolved_bool(engine.inline_actors, "engine.inline_actors")
+        else [("actor", i) for i in range(resolved_int(engine.actors, "engine.actors"))]
+    )
     return executors + actors + [("learner", i) for i in range(engine.learners)]
 
 
 def torch_threads(role: str, engine: EngineConfig) -> int | None:
     """The intra-op threads a worker of ``role`` gives torch; None: it never runs torch (a plain executor)."""
     if role == "learner":
-        return engine.learner_threads
-    if role == "actor" or engine.inline_actors:
+        return resolved_int(engine.learner_threads, "engine.learner_threads")
+    if role == "actor" or resolved_bool(engine.inline_actors, "engine.inline_actors"):
         return engine.actor_threads
     return None
 
@@ -61,8 +66,9 @@ def build_component(role: str, index: int, spec: RunSpec, channels: Channels, bu
     from fastrl.sampling import executor
 
     built = executor.Executor(spec, channels, buffers, index)
-    if not spec.config.engine.inline_actors:
+    if not resolved_bool(spec.config.engine.inline_actors, "engine.inline_actors"):
         return built
+    from fastrl.sampling import actor
     from fastrl.sampling.inline import InlinePair
 
-    return InlinePair(built, build_component("actor", index, spec, channels, buffers))
+    return InlinePair(built, actor.Actor(spec, channels, buffers, index))  # the "actor" role's build, typed as one

@@ -10,6 +10,7 @@ during the k-th period of P seconds (the monotonic clock is shared, so all execu
 together and stay one per CPU): each sees every core's speed in turn. One move per period costs
 a cache refill, well under 1% at P = 0.1 s.
 """
+
 from __future__ import annotations
 
 import logging

@@ -5,6 +5,7 @@ it wedges every later get or put on that queue, timeout or not. The main process
 free to notice the death and end the run, so it reads its queues (errors, episodes) in a daemon
 thread (faster-fifo waits without the GIL); if that thread ever wedges, it is abandoned.
 """
+
 from __future__ import annotations
 
 import collections

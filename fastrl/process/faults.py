@@ -5,13 +5,14 @@ the last good parameters, free the shared memory, then raise ``RunFailed`` (exit
 ``RunInterrupted`` (exit 130 / 143) whose message says what failed, where, and where the
 checkpoint is. This module only builds those exceptions and messages; it imports no torch.
 """
+
 from __future__ import annotations
 
 import queue
 import traceback
 from dataclasses import dataclass
 
-from fastrl.errors import EnvError, NonFiniteError
+from fastrl.errors import EnvError, FastrlError, NonFiniteError
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Outcome:
     resume_command: str = "fastrl train --resume {run_dir}"  # under torchrun: every rank resumes the run
 
 
-class RunFailed(RuntimeError):
+class RunFailed(FastrlError, RuntimeError):
     """A run ended by a fault; the message is the paragraph the user sees. Exit code 1."""
 
     exit_code = 1

@@ -9,16 +9,17 @@ parameters, counters and the config, no optimizer state (a resumed run starts a 
 gets the average of the learners' last parameters (``model``), with a ``gala`` entry naming the
 learners' own checkpoints. ``fastrl eval --params average|learner-<i>`` picks between them.
 """
+
 from __future__ import annotations
 
 import logging
 
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Done, Stat
-from fastrl.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
 from fastrl.learning import frames_per_update
-from fastrl.run_dir import RunDir
 from fastrl.process.faults import Outcome
+from fastrl.runs.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
+from fastrl.runs.run_dir import RunDir
 from fastrl.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -65,16 +66,27 @@ def _save_gala(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore) -> st
         "updates": sum(c["updates"] for _, c in checkpoints),
         "frames": sum(c["frames"] for _, c in checkpoints),
     }
-    store.save(build_checkpoint("gala-average", state, spec.config.to_dict(), resume=None, gala={
-        "learners": spec.learners,
-        "mixing": spec.config.gala.mixing,
-        "learner_checkpoints": [str(path.relative_to(store.directory)) for path, _ in checkpoints],
-        "learner_versions": [c["version"] for _, c in checkpoints],
-    }), rollout)
+    store.save(
+        build_checkpoint(
+            "gala-average",
+            state,
+            spec.config.to_dict(),
+            resume=None,
+            gala={
+                "learners": spec.learners,
+                "mixing": spec.config.gala.mixing,
+                "learner_checkpoints": [str(path.relative_to(store.directory)) for path, _ in checkpoints],
+                "learner_versions": [c["version"] for _, c in checkpoints],
+            },
+        ),
+        rollout,
+    )
     return None
 
 
-def _save_from_shared_params(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore, learner: int = 0) -> str | None:
+def _save_from_shared_params(
+    spec: RunSpec, buffers: RunBuffers, store: CheckpointStore, learner: int = 0
+) -> str | None:
     """Write the last published weights as a checkpoint; None, or why it could not."""
     from fastrl.models.policy import build_policy
 

@@ -10,6 +10,7 @@ What ends a run early, each detected here: a worker's exception (errors queue), 
 SIGTERM (signals.py: the first stops at the next barrier with an exact checkpoint, the second
 at once). The main process never blocks on a queue (drain.py).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,27 +23,35 @@ import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
 
 from fastrl.buffers import BufferPlan, RunBuffers
 from fastrl.buffers.arena import ShmSpaceError, check_space
 from fastrl.buffers.control import Flag
 from fastrl.buffers.slots import SlotShape
-from fastrl.config import Config, ConfigError
+from fastrl.config import Config, ConfigError, resolved_bool, resolved_int
 from fastrl.envs import EnvInfo, probe_env
 from fastrl.modes import mode_of
-from fastrl.run_dir import RunDir
-from fastrl.sampling.channels import Channels
 from fastrl.process.component import roles
 from fastrl.process.drain import QueueDrain
 from fastrl.process.faults import (
-    Fault, Outcome, RunFailed, RunInterrupted, describe_exception, exception_details, failure_message,
+    Fault,
+    Outcome,
+    RunFailed,
+    RunInterrupted,
+    describe_exception,
+    exception_details,
+    failure_message,
     interrupt_message,
 )
 from fastrl.process.last_checkpoint import ensure_checkpoint
-from fastrl.process.ranks import RankFailed, RankLink, run_root
+from fastrl.process.lifeline import stop_processes
 from fastrl.process.signals import SignalGuard
-from fastrl.spec import ResumePoint, RunSpec, WorkerIds
 from fastrl.process.watchdog import stale_worker, stall_fault
+from fastrl.ranks.launch import RankFailed, RankLink, run_root
+from fastrl.runs.run_dir import RunDir
+from fastrl.sampling.channels import Channels
+from fastrl.spec import ResumePoint, RunSpec, WorkerIds
 from fastrl.telemetry.metrics import Telemetry
 from fastrl.telemetry.sinks import check_sinks
 
@@ -52,8 +61,10 @@ KILL_WAIT_S = 1.0
 WATCH_INTERVAL_S = 0.1
 LAST_REPORT_WAIT_S = 0.5  # a dying worker's own report explains its death better than its exit code
 PIDS_FILE = "pids.json"
-TORCHRUN_STOP = ("(torchrun stops every rank when one ends or fails; its report names the rank that ended first. "
-                 "Every rank resumes together: torchrun ... -m fastrl train --resume RUN_DIR)")
+TORCHRUN_STOP = (
+    "(torchrun stops every rank when one ends or fails; its report names the rank that ended first. "
+    "Every rank resumes together: torchrun ... -m fastrl train --resume RUN_DIR)"
+)
 
 
 class _Faulted(Exception):
@@ -76,11 +87,9 @@ def plan_run(config: Config) -> RunPlan:
     Problems with the user's env or model are ``ConfigError``s: bad input, not a crash.
     """
     from fastrl.buffers.params import count_parameters
-    from fastrl.models.policy import build_policy
-    from fastrl.process.auto_layout import resolve_layout
-
     from fastrl.models.compiling import resolve_compile
-    from fastrl.models.policy import resolve_device
+    from fastrl.models.policy import build_policy, resolve_device
+    from fastrl.process.auto_layout import resolve_layout
 
     try:
         info = probe_env(config.env)
@@ -89,8 +98,10 @@ def plan_run(config: Config) -> RunPlan:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     except Exception as exc:  # the user's env or model code failed at start
-        raise ConfigError(f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
-                          f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
+        raise ConfigError(
+            f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
+            f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        ) from None
     _check_device(config.engine.device)
     image_model = hasattr(policy, "set_precision")  # a built-in CNN: threads and compiling pay for it
     config = resolve_layout(config, image_model=image_model)  # once, here: every process gets the same numbers
@@ -99,9 +110,18 @@ def plan_run(config: Config) -> RunPlan:
     check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)
     slots = mode.slot_count(engine.envs, config.algo.batch_slots)
-    shape = SlotShape(slots, engine.rollout, info.obs_shape, info.obs_dtype, info.action.slot_shape,
-                      info.action.slot_dtype, hidden_size=2 * config.model.lstm)
-    ids = WorkerIds(engine.executors, engine.actors, engine.learners)
+    action = info.action
+    assert action is not None  # EnvInfo.__post_init__ fills it in (Discrete) where the env gave none
+    shape = SlotShape(
+        slots,
+        engine.rollout,
+        info.obs_shape,
+        info.obs_dtype,
+        action.slot_shape,
+        action.slot_dtype,
+        hidden_size=2 * config.model.lstm,
+    )
+    ids = _worker_ids(config)
     plan = BufferPlan(shape, n_params, engine.learners, ids.total, mode.weight_slots, engine.mode == "gala")
     try:
         check_space(plan.layout().nbytes)
@@ -125,21 +145,27 @@ def _check_device(device: str) -> None:
 
 
 class Supervisor:
-    def __init__(self, config: Config, run_dir: RunDir, plan: RunPlan, resume: ResumePoint | None = None,
-                 link: RankLink | None = None, log_file: str | None = None):
+    def __init__(
+        self,
+        config: Config,
+        run_dir: RunDir,
+        plan: RunPlan,
+        resume: ResumePoint | None = None,
+        link: RankLink | None = None,
+        log_file: str | None = None,
+    ):
         """``link``: this rank's line to the others' main processes when torchrun launched the run."""
         self.config, self.run_dir, self.plan, self.resume = config, run_dir, plan, resume
         self.link, self.log_file = link, log_file
-        engine = config.engine
-        self.ids = WorkerIds(engine.executors, engine.actors, engine.learners)
-        self.processes: dict[str, mp.Process] = {}
+        self.ids = _worker_ids(config)
+        self.processes: dict[str, BaseProcess] = {}  # spawned: the spawn context's Process class
         self.signals = SignalGuard()
 
     def run(self) -> dict:
         buffers = RunBuffers.create(self.plan.buffers)
         try:
             engine = self.config.engine
-            channels = Channels.create(engine.actors, engine.executors, engine.learners)
+            channels = Channels.create(self.ids.actors, self.ids.executors, engine.learners)
             threaded = not self.config.engine.serial
             self.errors = QueueDrain(channels.errors, "errors", threaded)
             self.episodes = QueueDrain(channels.episodes, "episodes", threaded)
@@ -151,8 +177,16 @@ class Supervisor:
             buffers.close()
             buffers.arena.unlink()
             raise
-        spec = RunSpec(self.config, self.plan.buffers, buffers.spec, self.plan.env_info, str(self.run_dir.path), self.resume,
-                       self.link.ranks if self.link else None, self.log_file)
+        spec = RunSpec(
+            self.config,
+            self.plan.buffers,
+            buffers.spec,
+            self.plan.env_info,
+            str(self.run_dir.path),
+            self.resume,
+            self.link.ranks if self.link else None,
+            self.log_file,
+        )
         fault = None
         with self.signals:
             try:
@@ -173,13 +207,18 @@ class Supervisor:
 
             self.signals.raise_on_force = True
             try:  # a stop request (Ctrl-C) finishes at the next barrier too, with an exact checkpoint
-                run_serial(spec, channels, buffers, telemetry,
-                           finish_requested=lambda: self.signals.received is not None or finish_due(telemetry))
+                run_serial(
+                    spec,
+                    channels,
+                    buffers,
+                    telemetry,
+                    finish_requested=lambda: self.signals.received is not None or finish_due(telemetry),
+                )
             finally:
                 self.signals.raise_on_force = False
         else:
             self._start_workers(spec, channels)
-            telemetry.watch_processes({name: p.pid for name, p in self.processes.items()})
+            telemetry.watch_processes(self._worker_pids())
             self._watch(buffers, telemetry)
         telemetry.mark_finished()
 
@@ -192,6 +231,7 @@ class Supervisor:
             log.info("the run failed: %s", message)  # for a rank's log file (the command prints it too)
             raise RunFailed(message, outcome.checkpoint, outcome.run_dir)
         if interrupted:
+            assert self.signals.received is not None  # there is a message only for a received signal
             log.info("%s", interrupted)
             raise RunInterrupted(interrupted, self.signals.received, outcome.checkpoint, outcome.run_dir)
         return summary
@@ -209,9 +249,17 @@ class Supervisor:
             p.start()
             self.processes[p.name] = p
 
-    def _process_of(self, worker: int) -> mp.Process:
+    def _worker_pids(self) -> dict[str, int]:
+        """The workers' pids, by name (once started, each has one)."""
+        pids = {}
+        for name, p in self.processes.items():
+            assert p.pid is not None, f"{name} was never started"
+            pids[name] = p.pid
+        return pids
+
+    def _process_of(self, worker: int) -> BaseProcess:
         name = self.ids.name(worker)
-        if name.startswith("actor") and self.config.engine.inline_actors:
+        if name.startswith("actor") and resolved_bool(self.config.engine.inline_actors, "engine.inline_actors"):
             name = name.replace("actor", "executor")
         return self.processes[name]
 
@@ -227,7 +275,9 @@ class Supervisor:
                 if self.signals.received:  # the stop signal reached the workers too (a process group's, torchrun's)
                     return
                 self._raise_reported_error(wait_s=LAST_REPORT_WAIT_S)
-                raise _Faulted(_death(sentinels[dead[0]]))
+                sentinel = dead[0]
+                assert isinstance(sentinel, int)  # wait() returns some of the objects it was given: sentinels
+                raise _Faulted(_death(sentinels[sentinel]))
             if not ready and control.ready.all():
                 ready = True
                 telemetry.mark_ready()
@@ -239,11 +289,23 @@ class Supervisor:
                 stuck = stale_worker(control, reliability.watchdog_s)
                 if stuck is not None:
                     process = self._process_of(stuck)
-                    raise _Faulted(stall_fault(control, self.ids, stuck, process.name, process.pid,
-                                               self.config.env.id, str(self.run_dir.path)))
-            telemetry.tick()
+                    raise _Faulted(
+                        stall_fault(
+                            control,
+                            self.ids,
+                            stuck,
+                            process.name,
+                            process.pid,
+                            self.config.env.id,
+                            str(self.run_dir.path),
+                        )
+                    )
+            if ready:  # training time counts from ready: no metrics line is dated in start-up
+                telemetry.tick()
             self._tick_ranks(telemetry)
-            if ready and (finish_due(telemetry) if self.link is None or self.link.ranks.leader else telemetry.time_is_up()):
+            if ready and (
+                finish_due(telemetry) if self.link is None or self.link.ranks.leader else telemetry.time_is_up()
+            ):
                 control.set(Flag.FINISH)  # under torchrun, rank 0 (which sees every rank's episodes) judges the target
             if self.signals.received and stop_by is None:
                 control.set(Flag.FINISH)  # the learner finishes at the next barrier, with an exact checkpoint
@@ -254,6 +316,7 @@ class Supervisor:
     def _remote_frames(self, local: float) -> float:
         """The other ranks' frames: as many as this rank's where their learners step together (every mode
         but gala), else what they reported last."""
+        assert self.link is not None  # handed to the telemetry only under torchrun (run(): None without a link)
         if self.config.engine.mode == "gala":
             return self.link.remote_frames()
         return local * (self.link.ranks.ranks - 1)
@@ -294,8 +357,11 @@ class Supervisor:
             self._stop_workers()
             outcome = ensure_checkpoint(spec, buffers, self.run_dir, allowed=not self.signals.forced)
             if self.link is not None:  # every rank resumes the run together, each from its own directory
-                outcome = dataclasses.replace(outcome, run_dir=str(run_root(self.run_dir.path, self.link.rank)),
-                                              resume_command="torchrun <the same options> -m fastrl train --resume {run_dir}")
+                outcome = dataclasses.replace(
+                    outcome,
+                    run_dir=str(run_root(self.run_dir.path, self.link.rank)),
+                    resume_command="torchrun <the same options> -m fastrl train --resume {run_dir}",
+                )
             status = "failed" if fault else "interrupted" if self.signals.received else "complete"
             telemetry.tick(force=True)
             summary = telemetry.summary(status)
@@ -325,19 +391,25 @@ class Supervisor:
         deadline = time.monotonic() + (0.0 if self.signals.forced else JOIN_TIMEOUT_S)
         while any(p.is_alive() for p in processes) and time.monotonic() < deadline and not self.signals.forced:
             time.sleep(0.02)
-        for p in processes:
-            if p.is_alive():
-                p.terminate()
-        for p in processes:
-            p.join(KILL_WAIT_S)
-            if p.is_alive():
-                p.kill()
-                p.join()
+        stop_processes(processes, KILL_WAIT_S)
 
 
-def _death(p: mp.Process) -> Fault:
+def _worker_ids(config: Config) -> WorkerIds:
+    """The run's worker numbering; ``config``'s layout keys are resolved (``plan_run``)."""
+    engine = config.engine
+    return WorkerIds(
+        resolved_int(engine.executors, "engine.executors"),
+        resolved_int(engine.actors, "engine.actors"),
+        engine.learners,
+    )
+
+
+def _death(p: BaseProcess) -> Fault:
     p.join(0.1)
     code = p.exitcode
     how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
-    return Fault(f"{p.name} (pid {p.pid}) {how} without reporting an error; the queues it used may be wedged, "
-                 "so the run was ended rather than waiting on them", worker=p.name)
+    return Fault(
+        f"{p.name} (pid {p.pid}) {how} without reporting an error; the queues it used may be wedged, "
+        "so the run was ended rather than waiting on them",
+        worker=p.name,
+    )

@@ -6,6 +6,7 @@ process), a deadlock. Executors write which env, step and action they are in bef
 call, so the message can name the stuck env; the worker's Python stack (faulthandler, on
 SIGUSR1) shows where it is.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,8 @@ import time
 
 from fastrl.buffers.control import Activity, Control, Phase
 from fastrl.process.faults import Fault
-from fastrl.spec import WorkerIds
 from fastrl.process.worker import stack_file
+from fastrl.spec import WorkerIds
 
 STACK_WAIT_S = 0.3
 

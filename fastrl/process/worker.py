@@ -8,9 +8,9 @@ main process owns Ctrl-C), beat a heartbeat the main process's watchdog reads, d
 Python stack to ``RUN_DIR/logs/<worker>.stack`` on SIGUSR1 (the watchdog asks before it
 ends a run on a stuck worker), and exit on their own if the main process dies.
 """
+
 from __future__ import annotations
 
-import ctypes
 import faulthandler
 import logging
 import os
@@ -21,26 +21,19 @@ from pathlib import Path
 
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag
-from fastrl.sampling.channels import Channels
+from fastrl.config import resolved_bool, resolved_int
+from fastrl.errors import StopRequested
 from fastrl.process.component import Component, build_component, torch_threads
 from fastrl.process.core_rotation import CoreRotation
-from fastrl.errors import StopRequested
 from fastrl.process.faults import describe_exception, exception_details
+from fastrl.process.lifeline import die_with_parent
+from fastrl.sampling.channels import Channels
 from fastrl.spec import RunSpec, WorkerIds
 
 POLL_TIMEOUT_S = 0.05
 BEAT_INTERVAL_S = 0.2
-PR_SET_PDEATHSIG = 1
 # How long a SIGTERM'd worker waits for a killed main process to be gone entirely (below).
 ORPHAN_WAIT_S = 0.5
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM us when the main process dies (best effort elsewhere)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 def stack_file(run_dir: str, name: str) -> Path:
@@ -79,16 +72,20 @@ def _beating_ids(role: str, index: int, ids: WorkerIds, inline: bool) -> list[in
 
 
 def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent_pid: int) -> None:
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     termination = _Termination(role)
     engine = spec.config.engine
-    ids = WorkerIds(engine.executors, engine.actors, engine.learners)
-    beating = _beating_ids(role, index, ids, engine.inline_actors)
+    ids = WorkerIds(
+        resolved_int(engine.executors, "engine.executors"),
+        resolved_int(engine.actors, "engine.actors"),
+        engine.learners,
+    )
+    beating = _beating_ids(role, index, ids, resolved_bool(engine.inline_actors, "engine.inline_actors"))
     name = ids.name(beating[0])
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     if spec.log_file:  # a rank of a torchrun launch: its log file gathers every process of the rank
-        from fastrl.process.ranks import log_to_file
+        from fastrl.ranks.launch import log_to_file
 
         log_to_file(Path(spec.log_file))
     stack = stack_file(spec.run_dir, name)

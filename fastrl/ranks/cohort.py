@@ -3,9 +3,9 @@
 Every rank steps its own share of the envs and learns from its own storage; the learners keep
 bit-identical parameters by taking, at every optimizer step, the same gradient: the mean of
 every rank's, all-reduced before clipping (so the clip sees the global norm, as one learner
-over all the envs would), in buckets started while backward still runs (``gradient_buckets``). What else one learner over every env would compute from all of the
-data is made global the same way, so 2 ranks x 4 envs learn what 1 rank x 8 envs learns, up to
-float rounding:
+over all the envs would), in buckets started while backward still runs (``gradient_buckets``).
+What else one learner over every env would compute from all of the data is made global the same
+way, so 2 ranks x 4 envs learn what 1 rank x 8 envs learns, up to float rounding:
 
 - batch statistics (the running observation and return normalisers) merge every rank's moments
   in rank order;
@@ -22,6 +22,7 @@ With one rank (``Solo``) every call is the identity and the learner's arithmetic
 always was. gala's learners do not learn as one (each has its own parameters): they gossip
 (``fastrl.learning.gossip``) and use this module only for the process group.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,12 +31,13 @@ from datetime import timedelta
 
 import torch
 
-from fastrl.learning.gradient_buckets import MB, OverlappedAllReduce
+from fastrl.errors import FastrlError
+from fastrl.ranks.gradient_buckets import MB, OverlappedAllReduce
 
 log = logging.getLogger(__name__)
 
 
-class PeerRankLost(RuntimeError):
+class PeerRankLost(FastrlError, RuntimeError):
     """A cross-rank collective failed: another rank died, hung past dist.timeout_s, or left."""
 
 
@@ -119,9 +121,11 @@ class Cohort(Solo):
         try:
             return call()
         except Exception as exc:  # noqa: BLE001 - gloo and nccl raise RuntimeError subclasses of their own
-            raise PeerRankLost(f"rank {self.rank}'s learner: the cross-rank {what} failed ({type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0] if str(exc) else ''}); another rank died, hung past "
-                               "dist.timeout_s or left") from None
+            raise PeerRankLost(
+                f"rank {self.rank}'s learner: the cross-rank {what} failed ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}); another rank died, hung past "
+                "dist.timeout_s or left"
+            ) from None
         finally:
             self.seconds += time.perf_counter() - started
 
@@ -136,8 +140,9 @@ def join_group(ranks, member: int, members: int, device: torch.device) -> None:
     store = dist.PrefixStore("group/", ranks.connect())
     if ranks.backend == "nccl":
         torch.cuda.set_device(device)
-    dist.init_process_group(ranks.backend, store=store, rank=member, world_size=members,
-                            timeout=timedelta(seconds=ranks.timeout_s))
+    dist.init_process_group(
+        ranks.backend, store=store, rank=member, world_size=members, timeout=timedelta(seconds=ranks.timeout_s)
+    )
     log.info("learner %d of %d joined the %s group", member, members, ranks.backend)
 
 

@@ -1,4 +1,4 @@
-"""gala's collectives over every learner of every rank (torchrun), beside the ring's messages (``rank_gossip``).
+"""gala's collectives over every learner of every rank (torchrun), beside the ring's messages (``gala_ring``).
 
 - ``GroupReduce``: ``gala.mixing = "allreduce"`` across ranks: every update, one all-reduce of the gradient
   over all G learners (every member gets the same bits), plus one element, "this learner finished": a
@@ -14,18 +14,19 @@
 Collectives are polled through gossip's wait (``Wait``), so a learner waiting on them still beats its
 heartbeat and ends at the stop flag.
 """
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from fastrl.errors import StopRequested
-from fastrl.learning.cohort import PeerRankLost
+from fastrl.ranks.cohort import PeerRankLost
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def flatten(model: torch.nn.Module, out: torch.Tensor) -> torch.Tensor:
     offset = 0
     for tensor in model.state_dict().values():
         n = tensor.numel()
-        out[offset: offset + n].copy_(tensor.reshape(-1))
+        out[offset : offset + n].copy_(tensor.reshape(-1))
         offset += n
     return out
 
@@ -51,7 +52,7 @@ def unflatten(flat: torch.Tensor, model: torch.nn.Module) -> None:
     offset = 0
     for tensor in model.state_dict().values():
         n = tensor.numel()
-        tensor.copy_(flat[offset: offset + n].view_as(tensor))
+        tensor.copy_(flat[offset : offset + n].view_as(tensor))
         offset += n
 
 
@@ -70,8 +71,9 @@ class GroupReduce:
 
     def reduce(self, grads: list[torch.Tensor]) -> bool:
         """Replace ``grads`` by every learner's mean; False (grads untouched) when a learner finished instead."""
-        flat = torch.cat([g.reshape(-1).to(self.device, torch.float32) for g in grads]
-                         + [torch.zeros(1, device=self.device)])
+        flat = torch.cat(
+            [g.reshape(-1).to(self.device, torch.float32) for g in grads] + [torch.zeros(1, device=self.device)]
+        )
         self._collective(flat)
         if flat[-1] > 0:
             self.closed = True
@@ -102,8 +104,10 @@ class GroupReduce:
         except StopRequested:
             raise  # left pending: finish() will not add another collective behind it
         except Exception as exc:  # noqa: BLE001
-            raise PeerRankLost(f"gala {self.name}: the gradient all-reduce over every rank's learners failed "
-                               f"({first_line(exc)}); another rank died, hung past dist.timeout_s or left") from None
+            raise PeerRankLost(
+                f"gala {self.name}: the gradient all-reduce over every rank's learners failed "
+                f"({first_line(exc)}); another rank died, hung past dist.timeout_s or left"
+            ) from None
         self.pending = None
 
 
@@ -130,8 +134,7 @@ class _Round:
 class ConsensusRounds:
     """Proposition 1's measurements over every learner of every rank, one round pending at most."""
 
-    def __init__(self, members: int, n_params: int, lockstep: bool, device: torch.device, board, wait: Wait,
-                 name: str):
+    def __init__(self, members: int, n_params: int, lockstep: bool, device: torch.device, board, wait: Wait, name: str):
         self.members, self.n_params, self.lockstep, self.device = members, n_params, lockstep, device
         self.board, self.wait, self.name = board, wait, name
         self.pending: _Round | None = None
@@ -167,14 +170,17 @@ class ConsensusRounds:
         total = own.clone()
         scalars = torch.tensor([largest, float(staleness), self.distance], dtype=torch.float64, device=self.device)
         try:
-            requests = (dist.all_reduce(total, async_op=True),
-                        dist.all_reduce(scalars, op=dist.ReduceOp.MAX, async_op=True))
+            requests = (
+                dist.all_reduce(total, async_op=True),
+                dist.all_reduce(scalars, op=dist.ReduceOp.MAX, async_op=True),
+            )
         except Exception as exc:  # noqa: BLE001 - the group is broken: the ring or the ranks' link says why
             self._stop(exc)
             return
         self.pending = _Round(update, own, total, scalars, requests)
 
     def _complete(self) -> bool:
+        assert self.pending is not None, "only a posted round can complete"
         return all(request.is_completed() for request in self.pending.requests)
 
     def _collect(self) -> Consensus | None:
@@ -197,5 +203,8 @@ class ConsensusRounds:
     def _stop(self, exc: Exception) -> None:
         """A measurement, not the learning: a failed round ends the measuring, not the run."""
         self.stopped = True
-        log.warning("gala %s: consensus round failed (%s); no more rounds (a learner ended or a rank is gone)",
-                    self.name, first_line(exc))
+        log.warning(
+            "gala %s: consensus round failed (%s); no more rounds (a learner ended or a rank is gone)",
+            self.name,
+            first_line(exc),
+        )

@@ -1,7 +1,7 @@
 """gala across ranks (torchrun): one ring over every learner of every rank, and Proposition 1 measured over all.
 
 Learner i of rank r is member g = r·L + i of G = R·L (L = ``engine.learners``, per rank); its ring in-peer is
-member (g − 1) mod G (``fastrl.algos.gossip.in_peers``). Every gala learner of every rank joins one process
+member (g − 1) mod G (``fastrl.algos.gossip_bounds.in_peers``). Every gala learner of every rank joins one process
 group (``cohort.join_group``). Peers on the same rank keep their shared-memory mailboxes
 (``fastrl.learning.gossip``); this module carries what crosses ranks.
 
@@ -31,20 +31,22 @@ Ctrl-C) is one rank's flag, but the ring is every rank's: a learner whose rank r
 store (``finish_wanted``), and a learner that reads it there (every ``FINISH_POLL_S``) raises its own rank's, so
 every learner finishes at its next barrier, as sync's barriers agree it.
 
-**allreduce** across ranks (``fastrl.learning.gala_group``): every update, one all-reduce of the gradient over all G learners (gloo and NCCL
-give every member the same bits), with one more element: "this learner finished". A learner that finishes
-takes part once more with it set, so its peers end at that update too (``PeerFinished``), as on one node.
+**allreduce** across ranks (``fastrl.ranks.gala_group``): every update, one all-reduce of the gradient over
+all G learners (gloo and NCCL give every member the same bits), with one more element: "this learner
+finished". A learner that finishes takes part once more with it set, so its peers end at that update too
+(``PeerFinished``), as on one node.
 
-**Proposition 1 over all G learners: consensus rounds** (``fastrl.learning.gala_group.ConsensusRounds``). In round m every learner
-all-reduces, without waiting on it, its θ in float64 (sum: x̄ over all G) and [its largest update norm, its
-staleness, its distance at round m − 1] (max). Once both are in: its own ‖x_g − x̄‖, the bound from every
-learner's largest update norm and staleness, and the largest distance over all G at round m − 1. A learner
-posts a round only after its previous one completed, so at most one is pending (no copies of θ queue up
-for a slower learner). When: in lockstep schedules (allreduce, ``gala.deterministic``) at every
+**Proposition 1 over all G learners: consensus rounds** (``fastrl.ranks.gala_group.ConsensusRounds``). In
+round m every learner all-reduces, without waiting on it, its θ in float64 (sum: x̄ over all G) and [its
+largest update norm, its staleness, its distance at round m − 1] (max). Once both are in: its own ‖x_g − x̄‖,
+the bound from every learner's largest update norm and staleness, and the largest distance over all G at round
+m − 1. A learner posts a round only after its previous one completed, so at most one is pending (no copies of
+θ queue up for a slower learner). When: in lockstep schedules (allreduce, ``gala.deterministic``) at every
 ``ROUND_UPDATES``-th update, so x̄ is the average at one update k, Proposition 1's own quantity; otherwise
 (learners at different updates) at each learner's first update ``ROUND_INTERVAL_S`` after it saw the
 previous round complete: every learner gives the θ it holds at about the same moment.
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,8 +57,8 @@ import torch
 import torch.distributed as dist
 
 from fastrl.buffers.control import Flag
-from fastrl.learning.cohort import PeerRankLost, join_group
-from fastrl.learning.gala_group import ConsensusRounds, GroupReduce, Wait, first_line, flatten, unflatten
+from fastrl.ranks.cohort import PeerRankLost, join_group
+from fastrl.ranks.gala_group import ConsensusRounds, GroupReduce, Wait, first_line, flatten, unflatten
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +108,7 @@ class GossipMessage:
         wire[HEADER:].copy_(self.params)
 
     @staticmethod
-    def decode(wire: torch.Tensor) -> "GossipMessage":
+    def decode(wire: torch.Tensor) -> GossipMessage:
         return GossipMessage(int(wire[:HEADER].view(torch.int64)[0]), wire[HEADER:])
 
 
@@ -155,8 +157,10 @@ class Board:
         try:
             return call()
         except Exception as exc:  # noqa: BLE001 - a store timeout or a lost connection alike
-            raise PeerRankLost(f"gala {self.place.name(self.member)}: lost the rendezvous store at {self.where} "
-                               f"({first_line(exc)}): rank 0 or torchrun's agent is gone") from None
+            raise PeerRankLost(
+                f"gala {self.place.name(self.member)}: lost the rendezvous store at {self.where} "
+                f"({first_line(exc)}): rank 0 or torchrun's agent is gone"
+            ) from None
 
 
 class RemoteInbox:
@@ -183,9 +187,11 @@ class RemoteInbox:
             if self.board.final(self.peer):
                 self.lost = True
                 return None
-            raise PeerRankLost(f"gala {self.board.place.name(self.board.member)}: receiving the gossip message of "
-                               f"{self.board.place.name(self.peer)} failed ({first_line(exc)}); that rank died, hung "
-                               "past dist.timeout_s or left") from None
+            raise PeerRankLost(
+                f"gala {self.board.place.name(self.board.member)}: receiving the gossip message of "
+                f"{self.board.place.name(self.peer)} failed ({first_line(exc)}); that rank died, hung "
+                "past dist.timeout_s or left"
+            ) from None
         message = GossipMessage.decode(self.wire)
         unflatten(message.params, model)
         self.board.advance(f"taken/{self.peer}-{self.board.member}", message.update - self.taken)
@@ -196,12 +202,11 @@ class RemoteInbox:
 class RemoteOutbox:
     """Messages to an out-peer on another rank: at most one in flight."""
 
-    def __init__(self, board: Board, peer: int, n_params: int, device: torch.device, deterministic: bool,
-                 wait: Wait):
+    def __init__(self, board: Board, peer: int, n_params: int, device: torch.device, deterministic: bool, wait: Wait):
         self.board, self.peer, self.deterministic, self.wait = board, peer, deterministic, wait
         self.wire = GossipMessage.wire(n_params, device)  # never written while its message is in flight
         self.params = torch.empty(n_params, dtype=torch.float32, device=device)
-        self.in_flight: tuple[int, object] | None = None  # (update, request)
+        self.in_flight: tuple[int, dist.Work] | None = None  # (update, request)
         self.closed = False  # the out-peer ended: nothing more to send
         self.sent = 0  # the update of the last message posted
         self.messages = self.skipped = 0  # posted; not posted, one being in flight
@@ -218,6 +223,7 @@ class RemoteOutbox:
         except Exception as exc:  # noqa: BLE001
             self._failed(exc)
             return
+        assert request is not None, "isend returns no request only to a rank outside the group; every rank is in it"
         self.board.advance(f"sent/{self.board.member}-{self.peer}", update - self.sent)
         self.sent, self.in_flight = update, (update, request)
         self.messages += 1
@@ -248,9 +254,11 @@ class RemoteOutbox:
         if self.board.final(self.peer):
             self.closed = True  # it ended and its process went: no fault
             return
-        raise PeerRankLost(f"gala {self.board.place.name(self.board.member)}: sending its gossip message to "
-                           f"{self.board.place.name(self.peer)} failed ({first_line(exc)}); that rank died, hung past "
-                           "dist.timeout_s or left")
+        raise PeerRankLost(
+            f"gala {self.board.place.name(self.board.member)}: sending its gossip message to "
+            f"{self.board.place.name(self.peer)} failed ({first_line(exc)}); that rank died, hung past "
+            "dist.timeout_s or left"
+        )
 
 
 class RankGossip:
@@ -267,8 +275,9 @@ class RankGossip:
         self.n_params = sum(t.numel() for t in model.state_dict().values())
         self.deterministic, self.wait = gala.deterministic, wait
         n_grads = sum(p.numel() for p in model.parameters())
-        self.reducer = GroupReduce(place.members, n_grads, self.device, wait, self.name) \
-            if gala.mixing == "allreduce" else None
+        self.reducer = (
+            GroupReduce(place.members, n_grads, self.device, wait, self.name) if gala.mixing == "allreduce" else None
+        )
         lockstep = gala.mixing == "allreduce" or (gala.mixing == "ring" and gala.deterministic)
         self.rounds = ConsensusRounds(place.members, self.n_params, lockstep, self.device, self.board, wait, self.name)
         self.outboxes: list[RemoteOutbox] = []
@@ -305,9 +314,22 @@ class RankGossip:
             self.reducer.finish()
         last = self.rounds.last
         if last is not None:
-            log.info("gala %s: %d consensus rounds over %d learners; the last at update %d: distance %.6g, largest "
-                     "update norm %.6g, staleness %d", self.name, self.rounds.rounds, self.place.members, last.update,
-                     last.distance, last.largest, last.staleness)
+            log.info(
+                "gala %s: %d consensus rounds over %d learners; the last at update %d: distance %.6g, largest "
+                "update norm %.6g, staleness %d",
+                self.name,
+                self.rounds.rounds,
+                self.place.members,
+                last.update,
+                last.distance,
+                last.largest,
+                last.staleness,
+            )
         for box in self.outboxes:
-            log.info("gala %s: %d messages sent to %s, %d updates not sent (one was in flight)", self.name,
-                     box.messages, self.place.name(box.peer), box.skipped)
+            log.info(
+                "gala %s: %d messages sent to %s, %d updates not sent (one was in flight)",
+                self.name,
+                box.messages,
+                self.place.name(box.peer),
+                box.skipped,
+            )

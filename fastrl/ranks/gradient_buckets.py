@@ -19,12 +19,17 @@ Every rank must issue the same collectives in the same order, whatever its data:
 The same buckets through the same collective give the same bits either way, so overlapping
 changes no result: ranks stay bit-identical to each other and exact across resumes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    import torch.distributed as dist
 
 MB = 1 << 20
 
@@ -48,7 +53,7 @@ def bucket_layout(tensors: list[torch.Tensor], cap_bytes: int) -> list[list[int]
 class _Started:
     bucket: int
     flat: torch.Tensor
-    work: object  # torch.distributed's Work, or None: done already (started blocking)
+    work: dist.Work | None  # None: done already (started blocking)
 
 
 @dataclass

@@ -15,6 +15,7 @@ store is (``MASTER_ADDR:MASTER_PORT``; torchrun's agent hosts it, else rank 0 do
 Rank 0 writes the run directory; rank r > 0 keeps its engine's own directory (its checkpoints
 with its envs' states) in ``RUN/ranks/rank-<r>``; every rank logs to ``RUN/logs/rank-<r>.log``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,6 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fastrl.config import LAUNCH_KEYS, Config, ConfigError, launch_size
+from fastrl.errors import FastrlError
 from fastrl.spec import Ranks
 
 log = logging.getLogger(__name__)
@@ -41,24 +43,36 @@ def launched(config: Config, environ: Mapping[str, str] = os.environ) -> Ranks |
     ranks = int(environ["WORLD_SIZE"])
     engine = config.engine
     if engine.serial:
-        raise ConfigError("engine.serial = true runs one process; under torchrun each rank is a whole engine "
-                          "with processes of its own: drop engine.serial or run without torchrun")
+        raise ConfigError(
+            "engine.serial = true runs one process; under torchrun each rank is a whole engine "
+            "with processes of its own: drop engine.serial or run without torchrun"
+        )
     if engine.envs % ranks:
-        raise ConfigError(f"engine.envs = {engine.envs} (the total over every rank) must be a multiple of the "
-                          f"{ranks} ranks torchrun started: each rank steps an equal share")
+        raise ConfigError(
+            f"engine.envs = {engine.envs} (the total over every rank) must be a multiple of the "
+            f"{ranks} ranks torchrun started: each rank steps an equal share"
+        )
     run_id, restart = environ.get("TORCHELASTIC_RUN_ID", "fastrl"), environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     return Ranks(
-        rank=int(environ["RANK"]), ranks=ranks, addr=environ["MASTER_ADDR"], port=int(environ["MASTER_PORT"]),
-        agent_store=environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True", prefix=f"fastrl/{run_id}/{restart}/",
-        backend=_backend(config), timeout_s=config.dist.timeout_s, local_envs=engine.envs // ranks,
+        rank=int(environ["RANK"]),
+        ranks=ranks,
+        addr=environ["MASTER_ADDR"],
+        port=int(environ["MASTER_PORT"]),
+        agent_store=environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
+        prefix=f"fastrl/{run_id}/{restart}/",
+        backend=_backend(config),
+        timeout_s=config.dist.timeout_s,
+        local_envs=engine.envs // ranks,
     )
 
 
 def _backend(config: Config) -> str:
     backend, device = config.dist.backend, config.engine.device
     if backend == "nccl" and device == "cpu":
-        raise ConfigError("dist.backend = 'nccl' moves CUDA tensors, but engine.device = 'cpu': use dist.backend = "
-                          "'gloo' (or 'auto'), or engine.device = 'cuda'")
+        raise ConfigError(
+            "dist.backend = 'nccl' moves CUDA tensors, but engine.device = 'cpu': use dist.backend = "
+            "'gloo' (or 'auto'), or engine.device = 'cuda'"
+        )
     if backend == "auto":
         import torch
 
@@ -81,8 +95,10 @@ def local_config(config: Config, ranks: Ranks) -> Config:
     try:
         validate(local)
     except ConfigError as exc:
-        raise ConfigError(f"{exc} (on each of the {ranks.ranks} ranks, which step engine.envs / {ranks.ranks} = "
-                          f"{ranks.local_envs} envs each)") from None
+        raise ConfigError(
+            f"{exc} (on each of the {ranks.ranks} ranks, which step engine.envs / {ranks.ranks} = "
+            f"{ranks.local_envs} envs each)"
+        ) from None
     return local
 
 
@@ -93,7 +109,7 @@ def launch_rank(environ: Mapping[str, str] = os.environ) -> int:
 
 def restarted(run_dir) -> bool:
     """torchrun restarted this rank (``--max-restarts``) into a run directory that has its checkpoint."""
-    from fastrl.checkpoint import checkpoint_file
+    from fastrl.runs.checkpoint import checkpoint_file
 
     if run_dir is None or int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)) == 0:
         return False
@@ -178,29 +194,35 @@ class RankLink:
         common = set.intersection(*(set(e["available"]) for e in every.values()))
         if explicit or not common:
             listed = ", ".join(f"rank {r} at rollout {e['wanted']}" for r, e in every.items())
-            raise ConfigError(f"the ranks' checkpoints are at different rollouts ({listed}) and "
-                              + ("a checkpoint file was named" if explicit else "no rollout is checkpointed on every rank")
-                              + ": resume from one every rank has, --resume RUN/checkpoints/ckpt-<rollout>.pt")
+            raise ConfigError(
+                f"the ranks' checkpoints are at different rollouts ({listed}) and "
+                + ("a checkpoint file was named" if explicit else "no rollout is checkpointed on every rank")
+                + ": resume from one every rank has, --resume RUN/checkpoints/ckpt-<rollout>.pt"
+            )
         return max(common)
 
     def _get(self, key: str) -> bytes:
         try:
             return self.store.get(key)
         except Exception as exc:  # noqa: BLE001 - a store timeout or a lost connection alike
-            raise ConfigError(f"rank {self.rank}: no answer for {key!r} from the other ranks within dist.timeout_s = "
-                              f"{self.ranks.timeout_s:g} ({exc})") from None
+            raise ConfigError(
+                f"rank {self.rank}: no answer for {key!r} from the other ranks within dist.timeout_s = "
+                f"{self.ranks.timeout_s:g} ({exc})"
+            ) from None
 
     # ------------------------------------------------------------------ while it runs
 
     def episodes(self, take_local: Callable[[], list]) -> Callable[[], list]:
         """The episodes source of this rank's metrics: its own; rank 0's also every other rank's
         (without an env index: they count in the run's return, not in a learner's)."""
+
         def take() -> list:
             local = take_local()
             if not self.ranks.leader:
                 self.outbox += local
                 return local
             return local + self._take_remote()
+
         return take
 
     def remote_frames(self) -> float:
@@ -222,8 +244,10 @@ class RankLink:
         except RankFailed:
             raise
         except Exception as exc:  # noqa: BLE001 - the store's host (rank 0 or torchrun's agent) is gone
-            raise RankFailed(f"lost the rendezvous store at {self.ranks.addr}:{self.ranks.port} ({exc}): rank 0 or "
-                             "torchrun's agent is gone") from None
+            raise RankFailed(
+                f"lost the rendezvous store at {self.ranks.addr}:{self.ranks.port} ({exc}): rank 0 or "
+                "torchrun's agent is gone"
+            ) from None
 
     def _send(self, frames: float) -> None:
         self.store.set(f"frames/{self.rank}", str(frames))
@@ -256,14 +280,17 @@ class RankLink:
             if beat != count:
                 self.seen[r] = (beat, now)
             elif beat >= 0 and now - since > self.ranks.timeout_s and not self._ended(r):
-                raise RankFailed(f"rank {r} went silent: no heartbeat for {now - since:.0f} s (dist.timeout_s = "
-                                 f"{self.ranks.timeout_s:g}); it died or its machine is unreachable", rank=r)
+                raise RankFailed(
+                    f"rank {r} went silent: no heartbeat for {now - since:.0f} s (dist.timeout_s = "
+                    f"{self.ranks.timeout_s:g}); it died or its machine is unreachable",
+                    rank=r,
+                )
 
     def report(self, status: str, how: str = "failed") -> None:
         """This rank ends: ``failed`` (the others end too, naming it), ``stopped`` (a signal) or ``done``;
         after either of the last two its silence is no fault (best effort: the store may be gone)."""
         try:
-            self.store.set(f"{ {'failed': 'status', 'stopped': 'stopped', 'done': 'done'}[how]}/{self.rank}", status)
+            self.store.set(f"{ {'failed': 'status', 'stopped': 'stopped', 'done': 'done'}[how] }/{self.rank}", status)
         except Exception:  # noqa: BLE001
             pass
 
@@ -306,7 +333,9 @@ class RankLink:
         return None
 
 
-class RankFailed(Exception):
+class RankFailed(FastrlError):
+    """Another rank failed or went silent; ``rank`` names it when known."""
+
     def __init__(self, what: str, rank: int | None = None):
         super().__init__(what)
         self.rank = rank

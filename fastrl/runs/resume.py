@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from fastrl.checkpoint import CheckpointStore, checkpoint_file, load_checkpoint
+from fastrl.runs.checkpoint import CheckpointStore, checkpoint_file, load_checkpoint
 from fastrl.config import Config, ConfigError, load_config
-from fastrl.run_dir import RunDir
+from fastrl.runs.run_dir import RunDir
 from fastrl.spec import ResumePoint
 
 log = logging.getLogger(__name__)

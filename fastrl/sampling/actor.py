@@ -10,6 +10,7 @@ ahead (``hts``) two rollouts are in flight at once, each acting with its own wei
 names the storage, the storage the weight slot. In lockstep (``sync``) an actor waits for all
 of one learner's envs it serves, never for another learner's.
 """
+
 from __future__ import annotations
 
 import copy
@@ -21,30 +22,34 @@ import torch
 
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
-from fastrl.models.distributions import distribution_for
-from fastrl.models.policy import build_policy, resolve_device
+from fastrl.config import resolved_int
 from fastrl.models.compiling import compile_policy
+from fastrl.models.distributions import distribution_for
 from fastrl.models.microbatch import forward_microbatched
-from fastrl.sampling.channels import Channels, decode_request
+from fastrl.models.policy import build_policy, resolve_device
 from fastrl.partition import owner_of, split
+from fastrl.sampling.channels import Channels, decode_request
 from fastrl.spec import RunSpec, WorkerIds
 
 
 class Actor:
     def __init__(self, spec: RunSpec, channels: Channels, buffers: RunBuffers, index: int):
         engine = spec.config.engine
+        executors = resolved_int(engine.executors, "engine.executors")
+        actors = resolved_int(engine.actors, "engine.actors")
         self.spec, self.channels, self.index = spec, channels, index
         self.envs_total = spec.envs
-        served = split(spec.envs, engine.actors)[index]
+        served = split(spec.envs, actors)[index]
         self.served = len(served)
         self.lockstep = spec.mode.lockstep
         self.learner_of = owner_of(spec.envs, spec.learners)
         self.served_of_learner = np.bincount(self.learner_of[served], minlength=spec.learners)
-        self.executor_of = owner_of(spec.envs, engine.executors)
+        self.executor_of = owner_of(spec.envs, executors)
         self.device = resolve_device(engine.device)
         self.micro_batch = engine.micro_batch
-        self.model = compile_policy(build_policy(spec.env_info, spec.config).to(self.device).eval(),
-                                    spec.config.model.compile is True)  # before copying: the copies compile too
+        self.model = compile_policy(
+            build_policy(spec.env_info, spec.config).to(self.device).eval(), spec.config.model.compile is True
+        )  # before copying: the copies compile too
         self.distribution = distribution_for(spec.env_info.action)  # the head's kind: its sampling kernel
         self.reads_observations = getattr(self.model, "reads_observations", True)
         # one model per weight set: learner l's slot k is set l * slots + k
@@ -52,8 +57,9 @@ class Actor:
         sets = spec.learners * self.weight_slots
         self.slot_rows = (spec.steps + 1) * spec.envs  # rows of one storage: row // slot_rows is its weight slot
         self.models = [self.model] + [copy.deepcopy(self.model) for _ in range(sets - 1)]
-        self.params = [buffers.shared_params(learner, slot=k) for learner in range(spec.learners)
-                       for k in range(self.weight_slots)]
+        self.params = [
+            buffers.shared_params(learner, slot=k) for learner in range(spec.learners) for k in range(self.weight_slots)
+        ]
         self.versions = [-1] * sets
         rows = buffers.slots.rows
         self.obs, self.u = rows["obs"], rows["u"]
@@ -65,26 +71,43 @@ class Actor:
         # a recurrent policy (model.lstm): each row's state is read from the slot beside its observation and
         # the next is written to the row after it (fastrl.models.recurrent), so it lives in the buffer, not here
         self.hidden = rows.get("hidden")
-        self.hidden_batch = None if self.hidden is None else torch.empty((self.served, self.hidden.shape[1]),
-                                                                         pin_memory=pinned)
+        self.hidden_batch = (
+            None if self.hidden is None else torch.empty((self.served, self.hidden.shape[1]), pin_memory=pinned)
+        )
         self.pending: list[list[int]] = [[] for _ in range(sets)]  # requests by weight set
         self.constant: list[tuple | None] = [None] * sets  # (version, logits, value) of an obs-blind policy
         self.zero_micro_batch: torch.Tensor | None = None  # its input, made on first use
         self._warm_up()
-        self.timing = buffers.control.timing[WorkerIds(engine.executors, engine.actors, engine.learners).actor(index)]
+        self.timing = buffers.control.timing[WorkerIds(executors, actors, engine.learners).actor(index)]
 
     @torch.inference_mode()
     def _warm_up(self) -> None:
         """Run the forward and the sampler once so the first real batch pays no JIT or lazy-init cost."""
         hidden = None if self.hidden_batch is None else self.hidden_batch[:1].zero_().to(self.device)
-        logits, value = forward_microbatched(self.model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch,
-                                             hidden)[:2]
-        scratch = {name: np.zeros((1, *column.shape[1:]), column.dtype) for name, column in
-                   (("u", self.u), ("action", self.action), ("logp", self.logp), ("value", self.value),
-                    ("stamp", self.stamp))}
-        self.distribution.sample_rows(logits.float().cpu().numpy(), value.float().cpu().numpy(), 0,
-                                      np.zeros(1, np.int64), scratch["u"], scratch["action"], scratch["logp"],
-                                      scratch["value"], scratch["stamp"])
+        logits, value = forward_microbatched(
+            self.model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch, hidden
+        )[:2]
+        scratch = {
+            name: np.zeros((1, *column.shape[1:]), column.dtype)
+            for name, column in (
+                ("u", self.u),
+                ("action", self.action),
+                ("logp", self.logp),
+                ("value", self.value),
+                ("stamp", self.stamp),
+            )
+        }
+        self.distribution.sample_rows(
+            logits.float().cpu().numpy(),
+            value.float().cpu().numpy(),
+            0,
+            np.zeros(1, np.int64),
+            scratch["u"],
+            scratch["action"],
+            scratch["logp"],
+            scratch["value"],
+            scratch["stamp"],
+        )
 
     # ------------------------------------------------------------------ loop (fastrl.process.component's protocol)
 
@@ -140,8 +163,17 @@ class Actor:
             logits, value = self._constant_outputs(weights, version, n)
         self.versions[weights] = version
         # one kernel samples every row from its own u and writes action, logp, value and version
-        self.distribution.sample_rows(np.ascontiguousarray(logits, np.float32), np.ascontiguousarray(value, np.float32),
-                                      version, rows, self.u, self.action, self.logp, self.value, self.stamp)
+        self.distribution.sample_rows(
+            np.ascontiguousarray(logits, np.float32),
+            np.ascontiguousarray(value, np.float32),
+            version,
+            rows,
+            self.u,
+            self.action,
+            self.logp,
+            self.value,
+            self.stamp,
+        )
         return envs
 
     @torch.inference_mode()
@@ -151,10 +183,12 @@ class Actor:
         if self.hidden is None:
             logits, value = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch)
             return logits.float().cpu().numpy(), value.float().cpu().numpy()
+        assert self.hidden_batch is not None  # allocated in __init__ wherever self.hidden is
         hidden = self.hidden_batch[: len(rows)]
         np.take(self.hidden, rows, axis=0, out=hidden.numpy())
-        logits, value, after = forward_microbatched(model, obs.to(self.device, non_blocking=True), self.micro_batch,
-                                                    hidden.to(self.device, non_blocking=True))
+        logits, value, after = forward_microbatched(
+            model, obs.to(self.device, non_blocking=True), self.micro_batch, hidden.to(self.device, non_blocking=True)
+        )
         self.hidden[rows + 1] = after.float().cpu().numpy()  # row t + 1 of the same slot: the actor never acts on row T
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
@@ -166,11 +200,16 @@ class Actor:
         if cached is None or cached[0] != version:
             with torch.inference_mode():  # entered only here: the context costs more than a cached batch
                 if self.zero_micro_batch is None:
-                    self.zero_micro_batch = torch.zeros((self.micro_batch, *self.obs_batch.shape[1:]),
-                                                        dtype=self.obs_batch.dtype, device=self.device)
+                    self.zero_micro_batch = torch.zeros(
+                        (self.micro_batch, *self.obs_batch.shape[1:]), dtype=self.obs_batch.dtype, device=self.device
+                    )
                 logits, value = self.models[weights](self.zero_micro_batch)
                 logits, value = logits[:1].float().cpu().numpy(), value[:1].float().cpu().numpy()
-            cached = self.constant[weights] = (version, np.repeat(logits, self.served, 0), np.repeat(value, self.served))
+            cached = self.constant[weights] = (
+                version,
+                np.repeat(logits, self.served, 0),
+                np.repeat(value, self.served),
+            )
         return cached[1][:n], cached[2][:n]
 
     def _release(self, envs: np.ndarray) -> None:

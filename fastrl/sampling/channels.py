@@ -14,6 +14,7 @@ functions below, on both sides:
 - episodes, executor -> main: ``(env, return, length)`` of a finished episode.
 - errors, any worker -> main: ``(worker, summary, traceback)``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ class Channels:
     errors: Queue
 
     @classmethod
-    def create(cls, actors: int, executors: int, learners: int = 1) -> "Channels":
+    def create(cls, actors: int, executors: int, learners: int = 1) -> Channels:
         return cls(
             requests=[int_queue() for _ in range(actors)],
             inboxes=[int_queue() for _ in range(executors)],

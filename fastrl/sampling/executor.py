@@ -26,6 +26,7 @@ Checkpoints: when the learner asks (control block) at a barrier, where all envs 
 the executor saves every env's state, RNG stream, episode counters and last observation; a
 resumed run restores them and continues bit for bit.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,21 +41,29 @@ import numpy as np
 from csrc_free_kernels.step_end import TERMINATED, TRUNCATED
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Activity, Clock, Phase
-from fastrl.checkpoint import CheckpointStore, read_env_states, write_env_states
+from fastrl.config import resolved_int
 from fastrl.envs import EnvAdapter, make_env
 from fastrl.envs.gym import EnvOutputError
-from fastrl.sampling.channels import (Channels, decode_go, decode_rollout_done, encode_full, encode_request,
-                                     encode_rollout_done)
 from fastrl.errors import EnvError
 from fastrl.partition import owner_of, split
-from fastrl.spec import RunSpec, WorkerIds
+from fastrl.runs.checkpoint import CheckpointStore, read_env_states, write_env_states
+from fastrl.sampling.channels import (
+    Channels,
+    decode_go,
+    decode_rollout_done,
+    encode_full,
+    encode_request,
+    encode_rollout_done,
+)
 from fastrl.seeding import env_rng
+from fastrl.spec import RunSpec, WorkerIds
 
 log = logging.getLogger(__name__)
 RESET_SEED_BOUND = 2**31 - 1
 # activity columns and phases as plain ints: an IntEnum lookup costs more than the write, on every step
-_PHASE, _ENV, _STEP, _ACTION, _ERRORS = (int(c) for c in (Activity.PHASE, Activity.ENV, Activity.STEP,
-                                                          Activity.ACTION, Activity.ENV_ERRORS))
+_PHASE, _ENV, _STEP, _ACTION, _ERRORS = (
+    int(c) for c in (Activity.PHASE, Activity.ENV, Activity.STEP, Activity.ACTION, Activity.ENV_ERRORS)
+)
 _IDLE, _RESET, _STEPPING = int(Phase.IDLE), int(Phase.RESET), int(Phase.STEP)
 RESET_ATTEMPTS = 3  # with env.on_error = "reset": consecutive failed resets before giving up
 
@@ -62,14 +71,18 @@ RESET_ATTEMPTS = 3  # with env.on_error = "reset": consecutive failed resets bef
 class Executor:
     def __init__(self, spec: RunSpec, channels: Channels, buffers: RunBuffers, index: int):
         engine = spec.config.engine
+        executors = resolved_int(engine.executors, "engine.executors")
+        actors = resolved_int(engine.actors, "engine.actors")
         self.spec, self.channels, self.index = spec, channels, index
         self.mode, self.envs_total, self.steps = spec.mode, spec.envs, spec.steps
-        self.env_list = [int(e) for e in split(spec.envs, engine.executors)[index]]  # this executor's envs
+        self.env_list = [int(e) for e in split(spec.envs, executors)[index]]  # this executor's envs
         self.local_of = {e: i for i, e in enumerate(self.env_list)}
         self.learners = spec.learners
         self.learner_of = owner_of(spec.envs, spec.learners)  # gala: each learner starts its own envs' rollouts
-        self.local_of_learner = [[i for i, e in enumerate(self.env_list) if self.learner_of[e] == learner]
-                                 for learner in range(spec.learners)]
+        self.local_of_learner = [
+            [i for i, e in enumerate(self.env_list) if self.learner_of[e] == learner]
+            for learner in range(spec.learners)
+        ]
         self.envs: list[EnvAdapter] = [make_env(spec.config.env, spec.global_env(e)) for e in self.env_list]
         n = len(self.env_list)
         # per-env state as Python lists: a numpy scalar costs more to read and write, on every step
@@ -77,24 +90,26 @@ class Executor:
         self.t = [0] * n  # step within the rollout
         self.episode_return = [0.0] * n
         self.episode_length = [0] * n
-        actor_of = owner_of(spec.envs, engine.actors)
+        actor_of = owner_of(spec.envs, actors)
         self.actor_of_local = [int(actor_of[e]) for e in self.env_list]
         rows = buffers.slots.rows
         self.obs, self.action, self.reward = rows["obs"], rows["action"], rows["reward"]
         self.done, self.u = rows["done"], rows["u"]
         # Discrete: one uniform and an int action per row, as always; MultiDiscrete and Box: a row of D
         # uniforms from the env's stream (one per dimension) and the slot's action row handed to the adapter
-        self.scalar_actions = spec.env_info.action.slot_shape == ()
+        action = spec.env_info.action
+        assert action is not None  # EnvInfo.__post_init__ fills it in (Discrete) where the env gave none
+        self.scalar_actions = action.slot_shape == ()
         self.final_obs = rows["final_obs"]  # written only at truncations (see fastrl.buffers.slots)
         # a recurrent policy's state per row (model.lstm): the actor writes row t + 1 as it acts on row t; the
         # executor zeroes it where an episode starts and carries it across slots like the observation
         self.hidden = rows.get("hidden")
-        self.worker = WorkerIds(engine.executors, engine.actors, engine.learners).executor(index)
+        self.worker = WorkerIds(executors, actors, engine.learners).executor(index)
         self.name = f"executor-{index}"
         self.control = buffers.control
         self.timing = buffers.control.timing[self.worker]
         self.activity = memoryview(buffers.control.activity[self.worker])  # cheaper item access than numpy
-        self.save_request = memoryview(buffers.control.env_saves)
+        self.save_request = buffers.control.env_saves.data  # = memoryview(env_saves); numpy types .data as one
         self.store = CheckpointStore(spec.checkpoint_dir)
         self.step_delay_s = engine.step_delay_s
         self.group_size = max(1, -(-n // engine.env_groups))
@@ -111,7 +126,9 @@ class Executor:
         self.waiting: list[int] = []
         self.fresh = [True] * n
         self.last_obs = np.zeros((n, *spec.env_info.obs_shape), spec.env_info.obs_dtype) if self.queued else None
-        self.last_hidden = np.zeros((n, self.hidden.shape[1]), np.float32) if self.queued and self.hidden is not None else None
+        self.last_hidden = (
+            np.zeros((n, self.hidden.shape[1]), np.float32) if self.queued and self.hidden is not None else None
+        )
         self.rngs, self.restored = self._streams_and_states()
 
     def _streams_and_states(self) -> tuple[list[np.random.Generator], dict[int, dict]]:
@@ -201,8 +218,9 @@ class Executor:
             return
         owners = self.learner_of[decode_rollout_done(np.asarray(finished))[0]]
         for learner in np.unique(owners):
-            self.channels.rollout_done[learner].put_many([e for e, o in zip(finished, owners) if o == learner],
-                                                         timeout=timeout)
+            self.channels.rollout_done[learner].put_many(
+                [e for e, o in zip(finished, owners) if o == learner], timeout=timeout
+            )
 
     def _announce(self, i: int, row: int, requests: dict[int, list[int]]) -> None:
         if self.scalar_actions:
@@ -239,13 +257,15 @@ class Executor:
         """async: give waiting envs free slots, in order; blocks up to ``timeout`` only when all wait."""
         started = time.perf_counter()
         try:
-            slots = self.channels.free.get_many(block=timeout > 0, timeout=timeout,
-                                                max_messages_to_get=len(self.waiting))
+            slots = self.channels.free.get_many(
+                block=timeout > 0, timeout=timeout, max_messages_to_get=len(self.waiting)
+            )
         except Empty:
             slots = []
         self.timing[Clock.WAITING] += time.perf_counter() - started
         own = requests is None
-        requests = {} if own else requests
+        if requests is None:
+            requests = {}
         for slot in slots:
             i = self.waiting.pop(0)
             row = slot * (self.steps + 1)
@@ -253,8 +273,10 @@ class Executor:
                 self.fresh[i] = False
                 self._begin(i, row)
             else:
+                assert self.last_obs is not None  # allocated in __init__ for async (queued) runs, the only callers
                 self.obs[row] = self.last_obs[i]
                 if self.hidden is not None:
+                    assert self.last_hidden is not None  # allocated with last_obs wherever there is a hidden state
                     self.hidden[row] = self.last_hidden[i]
             self.t[i] = 0
             self._announce(i, row, requests)
@@ -308,8 +330,10 @@ class Executor:
         if t == self.steps:
             self.row[i] = row + 1
             if self.queued:  # the slot goes to the learner; the env waits for a free one
+                assert self.last_obs is not None  # allocated in __init__ for queued runs
                 self.last_obs[i] = self.obs[row + 1]
                 if self.hidden is not None:
+                    assert self.last_hidden is not None  # allocated with last_obs wherever there is a hidden state
                     self.last_hidden[i] = self.hidden[row + 1]
                 finished.append(encode_full((row + 1) // (self.steps + 1), self.env_list[i], self.spec.envs))
                 self.waiting.append(i)
@@ -402,8 +426,12 @@ class Executor:
         except Exception as exc:  # e.g. an env holding a socket or a simulator handle
             env_state = None
             if i == 0:
-                log.warning("env %r cannot be saved (%s: %s); a resumed run restarts it with a seeded reset",
-                            self.spec.config.env.id, type(exc).__name__, exc)
+                log.warning(
+                    "env %r cannot be saved (%s: %s); a resumed run restarts it with a seeded reset",
+                    self.spec.config.env.id,
+                    type(exc).__name__,
+                    exc,
+                )
         return {
             "env": env_state,
             "rng": self.rngs[i].bit_generator.state,

@@ -1,4 +1,5 @@
 """Inline actors: an executor and its actor in one process, handing requests and actions over directly."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

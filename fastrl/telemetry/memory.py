@@ -7,6 +7,7 @@ worker's hot loop pays for it. A pid is only trusted while its start time
 and whose pid was reused by another process is not measured by mistake.
 Linux only; elsewhere (no ``/proc``) there is nothing to read and the columns stay empty.
 """
+
 from __future__ import annotations
 
 import os

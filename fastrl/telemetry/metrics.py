@@ -8,6 +8,7 @@ With several learners (gala) each line and the summary also hold one entry per l
 return over its own envs, updates/s, update norm, distance to consensus ‖x_i − x̄‖ and the
 bound computed beside it), and the run's consensus radius max_i ‖x_i − x̄‖ with its bound.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,8 @@ import numpy as np
 
 from fastrl.buffers.control import Clock, Control, Stat
 from fastrl.config import Config
-from fastrl.run_dir import RunDir
 from fastrl.partition import owner_of
+from fastrl.runs.run_dir import RunDir
 from fastrl.spec import WorkerIds
 from fastrl.telemetry.memory import ProcessMemory
 from fastrl.telemetry.progress import ProgressLine, ProgressState
@@ -38,8 +39,9 @@ def _finite_or_none(x: float):
 
 
 class Telemetry:
-    def __init__(self, config: Config, run_dir: RunDir, control: Control, ids: WorkerIds, take_episodes,
-                 remote_frames=None):
+    def __init__(
+        self, config: Config, run_dir: RunDir, control: Control, ids: WorkerIds, take_episodes, remote_frames=None
+    ):
         """``take_episodes()`` returns the ``(env, return, length)`` of episodes finished since the last call
         (env None: another rank's, counted in the run's return only); ``remote_frames(local)``: the frames
         the other ranks learned from, given this rank's (torchrun's rank 0 adds them to its own)."""
@@ -50,7 +52,9 @@ class Telemetry:
         self.learners = config.engine.learners
         self.gala = config.engine.mode == "gala"  # per-learner lines and the consensus (one learner per rank too)
         self.learner_of = owner_of(config.engine.envs, self.learners)
-        self.learner_returns = [deque(maxlen=config.run.return_window) for _ in range(self.learners)]
+        self.learner_returns: list[deque[float]] = [
+            deque(maxlen=config.run.return_window) for _ in range(self.learners)
+        ]
         self.last_updates = np.zeros(self.learners)
         self.episodes = 0
         self.created = self.started = time.monotonic()
@@ -58,8 +62,11 @@ class Telemetry:
         self.last_log = self.last_progress = self.started
         self.last_frames = self.start_frames = 0.0
         self.ready_timing = self.last_timing = control.timing.copy()
-        self.progress = ProgressLine(config.run.total_frames, config.run.max_seconds, sys.stderr) \
-            if config.run.progress and sys.stderr.isatty() else None
+        self.progress = (
+            ProgressLine(config.run.total_frames, config.run.max_seconds, sys.stderr)
+            if config.run.progress and sys.stderr.isatty()
+            else None
+        )
         self.status: str | None = None
         self.memory = ProcessMemory({"main": os.getpid()})
         self.interval_returns: list[float] = []  # episodes since the last line: the sinks' histogram
@@ -177,21 +184,24 @@ class Telemetry:
         learners = []
         for i in range(self.learners):
             row, returns = stats[i], self.learner_returns[i]
-            learners.append({
-                "learner": i,
-                "frames": int(row[Stat.FRAMES]),
-                "updates": int(row[Stat.UPDATES]),
-                "updates_per_s": round(float(rates[i]), 2),
-                "return_mean": float(np.mean(returns)) if returns else None,
-                "update_norm": float(row[Stat.UPDATE_NORM]),
-                "consensus_distance": float(row[Stat.CONSENSUS]),
-                "consensus_bound": _finite_or_none(row[Stat.BOUND]),
-                "mixes": int(row[Stat.MIXES]),
-                "gossip_wait_s": round(float(row[Stat.GOSSIP_WAIT_S]), 3),
-                "staleness": int(row[Stat.STALENESS]),
-            })
+            learners.append(
+                {
+                    "learner": i,
+                    "frames": int(row[Stat.FRAMES]),
+                    "updates": int(row[Stat.UPDATES]),
+                    "updates_per_s": round(float(rates[i]), 2),
+                    "return_mean": float(np.mean(returns)) if returns else None,
+                    "update_norm": float(row[Stat.UPDATE_NORM]),
+                    "consensus_distance": float(row[Stat.CONSENSUS]),
+                    "consensus_bound": _finite_or_none(row[Stat.BOUND]),
+                    "mixes": int(row[Stat.MIXES]),
+                    "gossip_wait_s": round(float(row[Stat.GOSSIP_WAIT_S]), 3),
+                    "staleness": int(row[Stat.STALENESS]),
+                }
+            )
         return {
-            "consensus_radius": float(max(stats[:, Stat.CONSENSUS].max(), stats[:, Stat.RADIUS].max())),  # RADIUS: ranks
+            # RADIUS: ranks
+            "consensus_radius": float(max(stats[:, Stat.CONSENSUS].max(), stats[:, Stat.RADIUS].max())),
             "consensus_bound": _finite_or_none(float(stats[:, Stat.BOUND].max())),
             "learners": learners,
         }
@@ -200,6 +210,7 @@ class Telemetry:
         return ProgressState(self.frames, self.start_frames, elapsed_s, self.return_mean, self.episodes)
 
     def _progress_line(self, now: float) -> None:
+        assert self.progress is not None, "a progress line is drawn only where one was opened"
         self.progress.update(self._progress_state(now - self.started))
         self.last_progress = now
 
@@ -227,7 +238,9 @@ class Telemetry:
         if ranks_s > 0:  # torchrun: what talking to the other ranks cost the learner
             summary["ranks_s"] = round(ranks_s, 3)
             summary["ranks_ms_per_update"] = round(1e3 * ranks_s / max(summary["updates"], 1), 3)
-            learning = sum(float(self.control.timing[self.ids.learner(i), Clock.LEARNING]) for i in range(self.learners))
+            learning = sum(
+                float(self.control.timing[self.ids.learner(i), Clock.LEARNING]) for i in range(self.learners)
+            )
             summary["ranks_share_of_learning"] = round(ranks_s / max(learning, 1e-9), 4)
         if self.gala:
             self.last_updates = np.zeros(self.learners)

@@ -8,6 +8,7 @@ matplotlib draws on a ``Figure`` with its Agg canvas, never through ``pyplot``: 
 global is switched (a notebook's backend stays as it was) and no display is needed.
 matplotlib is the optional extra ``fastrl[plot]``: training does not need it.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,7 +56,9 @@ class RunCurves:
         return sorted({row["learner"] for line in self.lines for row in line.get("learners", ())})
 
     def learner_column(self, learner: int, key: str) -> np.ndarray:
-        rows = [next((r for r in line.get("learners", ()) if r["learner"] == learner), {}) for line in self.lines]
+        rows: list[dict] = [
+            next((r for r in line.get("learners", ()) if r["learner"] == learner), {}) for line in self.lines
+        ]
         return self.column(key, rows)
 
 
@@ -84,8 +87,10 @@ def _import_figure():
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise ConfigError("fastrl plot needs matplotlib, which is not installed: pip install 'fastrl[plot]' "
-                          "(or pip install matplotlib)") from None
+        raise ConfigError(
+            "fastrl plot needs matplotlib, which is not installed: pip install 'fastrl[plot]' "
+            "(or pip install matplotlib)"
+        ) from None
     return Figure
 
 
@@ -96,8 +101,10 @@ def check_output(out: str | Path) -> None:
     suffix = Path(out).suffix.lstrip(".").lower()
     allowed = FigureCanvasBase.get_supported_filetypes()
     if suffix not in allowed:
-        raise ConfigError(f"--out {str(out)!r}: cannot write a {suffix or 'suffix-less'} file; "
-                          f"use one of .{', .'.join(sorted(allowed))}")
+        raise ConfigError(
+            f"--out {str(out)!r}: cannot write a {suffix or 'suffix-less'} file; "
+            f"use one of .{', .'.join(sorted(allowed))}"
+        )
 
 
 def _check_x(x: str) -> None:
@@ -124,9 +131,16 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
             split.plot(xs, run.split(clock), style, color=f"C{color}", label=label)
         if run in gala:
             for learner in run.learners():
-                axes[3].plot(xs, run.learner_column(learner, "return_mean"), style, color=f"C{learner % 10}",
-                             label=f"{run.name} learner {learner}")
-    titles = ["mean return", "frames per second", "share of the workers' time"] + (["return per learner"] if gala else [])
+                axes[3].plot(
+                    xs,
+                    run.learner_column(learner, "return_mean"),
+                    style,
+                    color=f"C{learner % 10}",
+                    label=f"{run.name} learner {learner}",
+                )
+    titles = ["mean return", "frames per second", "share of the workers' time"] + (
+        ["return per learner"] if gala else []
+    )
     for ax, title in zip(axes, titles):
         ax.set_title(title, loc="left", fontsize=10)
         ax.grid(alpha=0.3)
@@ -142,8 +156,11 @@ def _split_legend(ax, runs: list[RunCurves]) -> list:
     from matplotlib.lines import Line2D
 
     clocks = [Line2D([], [], color=f"C{color}", label=clock) for color, clock in enumerate(CLOCKS)]
-    styles = [Line2D([], [], linestyle=_STYLES[i % len(_STYLES)], color="gray", label=run.name)
-              for i, run in enumerate(runs) if not np.isnan(run.split(CLOCKS[0])).all()]
+    styles = [
+        Line2D([], [], linestyle=_STYLES[i % len(_STYLES)], color="gray", label=run.name)
+        for i, run in enumerate(runs)
+        if not np.isnan(run.split(CLOCKS[0])).all()
+    ]
     return clocks + styles
 
 

@@ -7,6 +7,7 @@ session after a resume, the return, the episodes); neither library is needed for
 fps counts only the frames made in this session: after ``--resume`` the run starts at its
 checkpoint's frames, which were not made in the time measured here.
 """
+
 from __future__ import annotations
 
 import math

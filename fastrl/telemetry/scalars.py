@@ -4,6 +4,7 @@ Nested tables join their keys with ``/`` (``time_split/env``, ``rss_mb/executor-
 per-learner rows become ``learner-<i>/<key>``, and values that are not numbers (a return
 before the first episode is ``null``) are left out, so a tag holds only real points.
 """
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@ needs neither TensorFlow nor the ``tensorboard`` server, which a user installs o
 Step = env frames, so curves of a resumed run (a new event file in the same folder) go on
 where the first session stopped.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -3,6 +3,7 @@
 ``wandb`` is imported only when a run asks for it; a missing package is a ``ConfigError``
 raised before anything starts (``require_wandb``), not a crash an hour into a run.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -15,8 +16,10 @@ from fastrl.telemetry.tensorboard import RETURNS_TAG
 
 def require_wandb() -> None:
     if importlib.util.find_spec("wandb") is None:
-        raise ConfigError("run.wandb = true needs the wandb package, which is not installed: pip install 'fastrl[wandb]' "
-                          "(or set run.wandb = false)")
+        raise ConfigError(
+            "run.wandb = true needs the wandb package, which is not installed: "
+            "pip install 'fastrl[wandb]' (or set run.wandb = false)"
+        )
 
 
 class WandbSink:
@@ -24,8 +27,12 @@ class WandbSink:
         import wandb
 
         self.wandb = wandb
-        self.run = wandb.init(project=config.run.wandb_project, name=config.run.wandb_name or run_path.name,
-                              dir=str(run_path), config=config.to_dict())
+        self.run = wandb.init(
+            project=config.run.wandb_project,
+            name=config.run.wandb_name or run_path.name,
+            dir=str(run_path),
+            config=config.to_dict(),
+        )
 
     def write(self, line: dict, returns: list[float]) -> None:
         data: dict = scalars(line)
