@@ -6,14 +6,17 @@ import json
 
 import pytest
 
-from fastrl.bench.sampling import main as sampling_main
 from fastrl.bench.sampling import measure
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 @pytest.mark.slow  # a whole bench round (~15 s); its parts have quick tests below
 def test_sampling_bench_reports_the_engine_and_both_references_per_round(capsys):
-    sampling_main(["configs/pong_hts.toml", "--seconds", "1", "--rounds", "2",
-                   "--set", "engine.envs=4", "--set", "engine.executors=2", "--set", "engine.actors=2"])
+    from fastrl.cli import main as cli_main
+
+    assert cli_main(["bench", "sampling", "configs/pong_hts.toml", "--seconds", "1", "--rounds", "2",
+                     "--set", "engine.envs=4", "--set", "engine.executors=2", "--set", "engine.actors=2"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["fastrl"]["policy"] == "random" and result["fastrl"]["envs"] == 4
     assert result["atari_vector_env"]["num_envs"] == 4
@@ -95,3 +98,30 @@ def test_learner_bench_refuses_a_recurrent_model_naming_the_key(capsys):
     add_arguments(parser)
     assert run(parser.parse_args(["configs/cartpole_ppo.toml", "--set", "model.lstm=16"])) == 2
     assert "model.lstm = 16" in capsys.readouterr().err
+
+
+def test_every_bench_script_parses_and_calls_real_benchmarks():
+    """bench/*.sh reproduce the docs' results tables: each must be valid bash and name only real subcommands."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from fastrl.cli import _benches
+
+    scripts = sorted((Path(__file__).resolve().parents[1] / "bench").glob("*.sh"))
+    assert len(scripts) >= 6
+    names = set(_benches())
+    for script in scripts:
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        called = re.findall(r"fastrl bench ([a-z-]+)", script.read_text())
+        assert called and set(called) <= names, (script.name, called)
+
+
+def test_references_bench_prints_both_references(capsys):
+    from fastrl.cli import main as cli_main
+
+    assert cli_main(["bench", "references", "--seconds", "0.3", "--processes", "1", "--num-envs", "2"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["raw_emulator"]["fps"] > 0 and result["atari_vector_env"]["fps"] > 0
+    assert result["atari_vector_env"]["of_raw"] == pytest.approx(
+        result["atari_vector_env"]["fps"] / result["raw_emulator"]["fps"])

@@ -5,9 +5,11 @@ import json
 
 import pytest
 
-from fastrl.bench.multinode import (BackwardProfile, BenchFailed, Options, _delivered, exposed_allreduce_s,
-                                    fit_alpha_beta, ring_allreduce_s, run_group)
+from fastrl.bench.alpha_beta import exposed_allreduce_s, fit_alpha_beta, ring_allreduce_s
+from fastrl.bench.rank_group import BackwardProfile, BenchFailed, Options, _delivered, run_group
 from fastrl.cli import main as cli_main
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 # the default sweep, 4 KiB (latency-bound) to 16 MiB (bandwidth-bound), 7 sizes: with fewer, a machine busy
 # with other work can tilt the line through the few medians to a negative intercept

@@ -16,10 +16,11 @@ resampled values (percentile bootstrap). With one run per game every resample is
 interval is the point: several seeds are what makes an interval. The bootstrap is seeded: the same
 scores give the same interval.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def iqm(scores: np.ndarray) -> float:
     """The mean of the middle half of every score (``floor(n / 4)`` cut from each end)."""
     flat = np.sort(np.asarray(scores, np.float64).ravel())
     cut = flat.size // 4
-    return float(flat[cut: flat.size - cut].mean())
+    return float(flat[cut : flat.size - cut].mean())
 
 
 def median(scores: np.ndarray) -> float:
@@ -55,8 +56,13 @@ class Estimate:
         return {"point": self.point, "ci": [self.low, self.high]}
 
 
-def stratified_bootstrap(scores: np.ndarray, aggregate: Callable[[np.ndarray], float], reps: int = REPS,
-                         confidence: float = CONFIDENCE, seed: int = 0) -> Estimate:
+def stratified_bootstrap(
+    scores: np.ndarray,
+    aggregate: Callable[[np.ndarray], float],
+    reps: int = REPS,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Estimate:
     """The aggregate's point estimate and its percentile interval over ``reps`` stratified resamples."""
     scores = _check(scores)
     runs, games = scores.shape
@@ -73,8 +79,7 @@ def stratified_bootstrap(scores: np.ndarray, aggregate: Callable[[np.ndarray], f
 
 def summarize(scores: np.ndarray, reps: int = REPS, confidence: float = CONFIDENCE, seed: int = 0) -> dict:
     """Every aggregate of ``scores`` ``[runs, games]`` with its interval: ``{name: {"point", "ci"}}``."""
-    return {name: stratified_bootstrap(scores, fn, reps, confidence, seed).as_dict()
-            for name, fn in AGGREGATES.items()}
+    return {name: stratified_bootstrap(scores, fn, reps, confidence, seed).as_dict() for name, fn in AGGREGATES.items()}
 
 
 def _check(scores: np.ndarray) -> np.ndarray:

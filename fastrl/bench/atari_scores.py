@@ -11,6 +11,7 @@ normalised scores swing widely.
 Environment down to Five Games"): the five games whose scores best predict the median
 human-normalised score over all 57.
 """
+
 from __future__ import annotations
 
 RANDOM_HUMAN: dict[str, tuple[float, float]] = {

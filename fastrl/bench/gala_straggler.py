@@ -8,6 +8,7 @@ without news, so a fast learner runs up to max_staleness + 1 updates per update 
 in-peer; allreduce needs every learner's gradient for every update (GALA's straggler claim).
 Sleep-based, so it measures the engine's scheduling, not the CPU, and holds on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,7 @@ import json
 import tempfile
 
 import fastrl
+from fastrl.bench import A2C_SETTINGS
 from fastrl.envs.delay import DelayEnv
 
 FACTORY = "fastrl.bench.gala_straggler:straggler_env"
@@ -25,8 +27,9 @@ def straggler_env(env_index: int, envs_per_learner: int, step_s: list[float], ep
     return DelayEnv(mean_s=step_s[env_index // envs_per_learner], episode_steps=episode_steps)
 
 
-def run_mixing(mixing: str, step_s: list[float], envs_per_learner: int, seconds: float, staleness: int,
-               workdir: str) -> dict:
+def run_mixing(
+    mixing: str, step_s: list[float], envs_per_learner: int, seconds: float, staleness: int, workdir: str
+) -> dict:
     learners = len(step_s)
     overrides = [
         f"env.id='{FACTORY}'",
@@ -35,11 +38,12 @@ def run_mixing(mixing: str, step_s: list[float], envs_per_learner: int, seconds:
         f"engine.learners={learners}",
         f"engine.envs={learners * envs_per_learner}",
         f"engine.executors={learners}",
-        "engine.actors=1",  # one actor process, as its README numbers were measured (not "auto")
+        "engine.actors=1",  # one actor process, as its docs/results numbers were measured (not "auto")
         "engine.rollout=5",
         f"gala.mixing='{mixing}'",
         f"gala.max_staleness={staleness}",
         "model.name='mlp'",
+        *A2C_SETTINGS,
         "run.total_frames=1_000_000_000",
         f"run.max_seconds={seconds}",
         "run.progress=false",
@@ -57,8 +61,12 @@ def run_mixing(mixing: str, step_s: list[float], envs_per_learner: int, seconds:
     }
 
 
-def measure(step_s: tuple[float, ...] = (0.02, 0.002, 0.002, 0.002), envs_per_learner: int = 2,
-            seconds: float = 20.0, staleness: int = 16) -> dict:
+def measure(
+    step_s: tuple[float, ...] = (0.02, 0.002, 0.002, 0.002),
+    envs_per_learner: int = 2,
+    seconds: float = 20.0,
+    staleness: int = 16,
+) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         ring = run_mixing("ring", list(step_s), envs_per_learner, seconds, staleness, workdir)
         allreduce = run_mixing("allreduce", list(step_s), envs_per_learner, seconds, staleness, workdir)
@@ -72,19 +80,19 @@ def measure(step_s: tuple[float, ...] = (0.02, 0.002, 0.002, 0.002), envs_per_le
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--step-s", type=float, nargs="+", default=[0.02, 0.002, 0.002, 0.002],
-                        help="env step time of each learner's envs (one value per learner)")
+    parser.add_argument(
+        "--step-s",
+        type=float,
+        nargs="+",
+        default=[0.02, 0.002, 0.002, 0.002],
+        help="env step time of each learner's envs (one value per learner)",
+    )
     parser.add_argument("--envs-per-learner", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=20.0, help="training time of each run")
     parser.add_argument("--staleness", type=int, default=16, help="gala.max_staleness of the ring run")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Measure with the parsed ``add_arguments`` options and print the JSON line."""
     print(json.dumps(measure(tuple(args.step_s), args.envs_per_learner, args.seconds, args.staleness)), flush=True)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

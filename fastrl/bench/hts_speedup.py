@@ -11,6 +11,7 @@ a whole rollout ahead: its measured speed-up may exceed the prediction, which st
 paper's bound to compare against. Sleep-based, so it measures the engine's scheduling, not the
 CPU, and holds on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,7 @@ import tempfile
 import numpy as np
 
 import fastrl
+from fastrl.bench import A2C_SETTINGS
 from fastrl.envs import DELAY_ENV_ID
 
 
@@ -40,19 +42,25 @@ def run_mode(mode: str, envs: int, alpha: int, rollouts: int, mean_s: float, var
         f"engine.mode='{mode}'",
         f"engine.envs={envs}",
         f"engine.executors={envs}",  # one env per process: their sleeps overlap like real parallel envs
-        "engine.actors=1",  # one actor process, as its README numbers were measured (not "auto")
+        "engine.actors=1",  # one actor process, as its docs/results numbers were measured (not "auto")
         f"engine.rollout={alpha}",
         f"run.total_frames={envs * alpha * rollouts}",
         "run.progress=false",
         "model.name='mlp'",
+        *A2C_SETTINGS,
         f"run.dir='{workdir}'",
     ]
     summary = fastrl.train({}, overrides)
     return {"train_s": summary["train_s"], "fps": summary["fps"]}
 
 
-def measure(envs: int = 16, alpha: int = 10, rollouts: int = 30, mean_s: float = 0.01,
-            shapes: tuple[float, ...] = (0.0, 4.0, 1.0, 0.25)) -> list[dict]:
+def measure(
+    envs: int = 16,
+    alpha: int = 10,
+    rollouts: int = 30,
+    mean_s: float = 0.01,
+    shapes: tuple[float, ...] = (0.0, 4.0, 1.0, 0.25),
+) -> list[dict]:
     """One row per step-time variance; shape 0 means constant step time (no variance)."""
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
@@ -60,13 +68,19 @@ def measure(envs: int = 16, alpha: int = 10, rollouts: int = 30, mean_s: float =
             variance = 0.0 if shape == 0 else mean_s**2 / shape
             sync = run_mode("sync", envs, alpha, rollouts, mean_s, variance, workdir)
             hts = run_mode("hts", envs, alpha, rollouts, mean_s, variance, workdir)
-            rows.append({
-                "envs": envs, "alpha": alpha, "mean_step_s": mean_s, "variance_s2": variance,
-                "gamma_shape": shape or None,
-                "sync_s": sync["train_s"], "hts_s": hts["train_s"],
-                "speedup": round(sync["train_s"] / hts["train_s"], 3),
-                "predicted_speedup": round(predicted_speedup(envs, alpha, mean_s, variance), 3),
-            })
+            rows.append(
+                {
+                    "envs": envs,
+                    "alpha": alpha,
+                    "mean_step_s": mean_s,
+                    "variance_s2": variance,
+                    "gamma_shape": shape or None,
+                    "sync_s": sync["train_s"],
+                    "hts_s": hts["train_s"],
+                    "speedup": round(sync["train_s"] / hts["train_s"], 3),
+                    "predicted_speedup": round(predicted_speedup(envs, alpha, mean_s, variance), 3),
+                }
+            )
     return rows
 
 
@@ -77,13 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mean-s", type=float, default=0.01, help="mean env step time in seconds")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Measure with the parsed ``add_arguments`` options and print one JSON line per variance."""
     for row in measure(args.envs, args.alpha, args.rollouts, args.mean_s):
         print(json.dumps(row), flush=True)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -22,6 +22,7 @@ compiling and precision change; A2C's and V-trace's loss terms cost little besid
 timed for ``--seconds`` after a warm-up (which includes compiling: ``compile_s``), one after the other in
 this process; ratios are taken between settings of this same invocation.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,14 +30,16 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Sequence
 
 from fastrl.config import Config, ConfigError
 
 WARM_UP_STEPS = 3
 
 
-def measure(config: str | None = None, overrides: list[str] = (), seconds: float = 3.0,
-            threads: list[int] | None = None) -> dict:
+def measure(
+    config: str | None = None, overrides: Sequence[str] = (), seconds: float = 3.0, threads: list[int] | None = None
+) -> dict:
     import torch
 
     import fastrl
@@ -48,18 +51,21 @@ def measure(config: str | None = None, overrides: list[str] = (), seconds: float
 
     resolved = fastrl.api.resolve_config(config, list(overrides))
     if resolved.model.lstm:
-        raise ConfigError(f"fastrl bench learner measures feed-forward models; model.lstm = {resolved.model.lstm}: "
-                          "add --set model.lstm=0 for its encoder's numbers")
+        raise ConfigError(
+            f"fastrl bench learner measures feed-forward models; model.lstm = {resolved.model.lstm}: "
+            "add --set model.lstm=0 for its encoder's numbers"
+        )
     info = probe_env(resolved.env)
     machine = machine_info()
     probe = build_policy(info, resolved, "cpu")
     image_model = hasattr(probe, "set_precision")
-    threads = threads or sorted({1, choose_learner_threads(resolved.engine, Machine.detect(), image_model),
-                                 machine["cores"]})
+    threads = threads or sorted(
+        {1, choose_learner_threads(resolved.engine, Machine.detect(), image_model), machine["cores"]}
+    )
     precisions = ["fp32"] + (["bf16"] if image_model and any(machine[f] for f in BF16_FLAGS) else [])
     batch, passes = _minibatch(resolved)
     frame_skip = resolved.env.atari.frame_skip if _is_atari(resolved) else 1
-    rows = {"train": [], "forward": []}
+    rows: dict[str, list[dict]] = {"train": [], "forward": []}
     for precision in precisions:
         config_p = dataclasses.replace(resolved, model=dataclasses.replace(resolved.model, precision=precision))
         for count in threads:
@@ -67,13 +73,21 @@ def measure(config: str | None = None, overrides: list[str] = (), seconds: float
             for compiled in (False, True):
                 setting = {"precision": precision, "threads": count, "compiled": compiled}
                 train, forward = _time_setting(info, config_p, compiled, batch, resolved.engine.micro_batch, seconds)
-                rows["train"].append({**setting, **train,
-                                      "frames_s_cap": round(train["samples_s"] / passes * frame_skip, 1)})
+                rows["train"].append(
+                    {**setting, **train, "frames_s_cap": round(train["samples_s"] / passes * frame_skip, 1)}
+                )
                 rows["forward"].append({**setting, **forward})
     return {
-        "bench": "learner", "config": config, "overrides": list(overrides), "model": type(probe).__name__,
-        "algo": resolved.algo.name, "minibatch": batch, "passes_per_rollout": passes,
-        "micro_batch": resolved.engine.micro_batch, "seconds": seconds, **rows,
+        "bench": "learner",
+        "config": config,
+        "overrides": list(overrides),
+        "model": type(probe).__name__,
+        "algo": resolved.algo.name,
+        "minibatch": batch,
+        "passes_per_rollout": passes,
+        "micro_batch": resolved.engine.micro_batch,
+        "seconds": seconds,
+        **rows,
         "speedup": _speedups(rows),
         "compile_auto": compiles(resolved, torch.device("cpu"), image_model),
         "machine": machine,
@@ -101,7 +115,7 @@ def _time_setting(info, config: Config, compiled: bool, batch: int, micro_batch:
     import torch
     import torch._dynamo
 
-    from fastrl.algos.a2c import make_optimizer
+    from fastrl.algos.optimizers import make_optimizer
     from fastrl.models.compiling import compile_policy
     from fastrl.models.distributions import distribution_for
     from fastrl.models.policy import build_policy
@@ -159,8 +173,9 @@ def _train_step(model, optimizer, data, algo, distribution) -> None:
     from fastrl.algos.ppo import ppo_loss
 
     optimizer.zero_grad(set_to_none=True)
-    loss, _ = ppo_loss(model, data, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef, True,
-                       distribution=distribution)
+    loss, _ = ppo_loss(
+        model, data, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef, True, distribution=distribution
+    )
     loss.backward()
     if algo.max_grad_norm > 0:  # 0 disables the clip, as in the learner
         torch.nn.utils.clip_grad_norm_(model.parameters(), algo.max_grad_norm)
@@ -183,7 +198,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="TOML config (default: the default job)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per setting (default 3)")
-    parser.add_argument("--threads", type=int, nargs="+", help="torch thread counts (default: 1, the learner's, all cores)")
+    parser.add_argument(
+        "--threads", type=int, nargs="+", help="torch thread counts (default: 1, the learner's, all cores)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -197,13 +214,3 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps(result))
     return 0
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    raise SystemExit(run(parser.parse_args(argv)))
-
-
-if __name__ == "__main__":
-    main()

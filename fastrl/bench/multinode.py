@@ -24,7 +24,7 @@ per rank; across ranks the slowest rank's median is reported (an update waits fo
 all-reduce's share of an update is ``allreduce / (compute + allreduce)``: no overlap of
 communication with backward (one all-reduce after backward).
 
-**The learner's overlap** (``fastrl/learning/gradient_buckets.py``): the learner all-reduces its
+**The learner's overlap** (``fastrl/ranks/gradient_buckets.py``): the learner all-reduces its
 gradients in buckets of ``dist.bucket_mb``, each started as soon as backward has made it. Measured:
 a step with that all-reduce (``step_overlapped_ms``; ``overlapped_share`` = what it adds over the
 compute, as a share of the step). Projected: the 1-rank step's profile (when each bucket is ready)
@@ -43,89 +43,36 @@ your network's numbers instead of the fitted ones. The projected share assumes e
 the compute measured with 1 rank here (the same batch per node: data parallelism that adds
 nodes, not one that splits a batch).
 """
+
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import logging
 import math
-import multiprocessing
 import os
-import signal
-import socket
-import statistics
 import sys
-import tempfile
-import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
-from multiprocessing.connection import wait
-from pathlib import Path
 
-from fastrl.config import Config, ConfigError
+from fastrl.bench.alpha_beta import MODEL, exposed_allreduce_s, fit_alpha_beta, ring_allreduce_s
+from fastrl.bench.rank_group import (
+    FLOAT_BYTES,
+    BackwardProfile,
+    BenchFailed,
+    Job,
+    Options,
+    RankTimes,
+    run_group,
+)
+from fastrl.config import ConfigError
 
 logger = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIGS = ("configs/cartpole_sync.toml", "configs/pong_sync.toml")
 DEFAULT_SIZES = ("4K", "16K", "64K", "256K", "1M", "4M", "16M")
 DEFAULT_NODES = (8, 64)
 RANK_COUNTS = (1, 2)  # the issue's localhost measurement; the sweep needs the 2-rank group
-FLOAT_BYTES = 4
-PR_SET_PDEATHSIG = 1
-MODEL = "ring all-reduce, alpha-beta: T(p, n bytes) = 2(p-1)*alpha + 2(p-1)/p * n/beta"
-
-
-class BenchFailed(RuntimeError):
-    """A rank failed or the group ran past its time limit (every rank was stopped)."""
-
-
-class RankFailed(BenchFailed):
-    """A rank exited with a non-zero code."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """One config's model and batch, as every rank builds it."""
-
-    config_path: str
-    config: Config
-    env_info: object  # fastrl.envs.EnvInfo (picklable); typed loosely to keep imports lazy
-    model: str
-    algo: str
-    numel: int  # count_parameters: what is all-reduced
-    trainable: int  # the gradient alone, for reference
-    step_rows: int  # rows of one optimizer step's batch
-    steps_per_update: int
-
-
-@dataclass(frozen=True)
-class Options:
-    repeats: int
-    warmup: int
-    sweep_bytes: tuple[int, ...]
-    timeout_s: float
-
-
-@dataclass(frozen=True)
-class RankTimes:
-    """One rank's medians (seconds)."""
-
-    step_s: list[float]  # per job
-    allreduce_s: list[float]  # per job
-    sweep_s: list[float]  # per sweep size; empty with 1 rank
-    overlapped_s: list[float] = field(default_factory=list)  # per job: a step with the learner's bucketed all-reduce
-    profiles: list[dict] = field(default_factory=list)  # per job: asdict(BackwardProfile)
-
-
-@dataclass(frozen=True)
-class BackwardProfile:
-    """When a step's gradient buckets are ready (medians, seconds from the step's start), the learner's layout."""
-
-    bucket_bytes: list[int]  # in the order their all-reduces start
-    ready_s: list[float]
-    backward_end_s: float
 
 
 @dataclass(frozen=True)
@@ -197,21 +144,12 @@ def parse_size(text: str) -> int:
     raw = text.strip().upper()
     digits = raw.rstrip("KMGIB")
     try:
-        value = int(float(digits) * units[raw[len(digits):]])
+        value = int(float(digits) * units[raw[len(digits) :]])
     except (ValueError, KeyError):
         raise ConfigError(f"--sizes {text!r}: expected bytes such as 4096, 4K or 16M") from None
     if value < FLOAT_BYTES or value % FLOAT_BYTES:
         raise ConfigError(f"--sizes {text!r}: expected a multiple of {FLOAT_BYTES} bytes (float32 elements), >= 4")
     return value
-
-
-def resolve_path(path: str) -> Path:
-    """A config path as given, else relative to the repository (so the defaults work from any directory)."""
-    given = Path(path)
-    if given.is_file() or given.is_absolute():
-        return given
-    in_repo = REPO_ROOT / given
-    return in_repo if in_repo.is_file() else given
 
 
 def build_job(path: str) -> Job:
@@ -221,7 +159,7 @@ def build_job(path: str) -> Job:
     from fastrl.envs import probe_env
     from fastrl.models.policy import build_policy
 
-    config = resolve_config(resolve_path(path))
+    config = resolve_config(path)  # a file, or a shipped config by name (configs/pong_sync.toml anywhere)
     env_info = probe_env(config.env)
     model = build_policy(env_info, config, device="cpu")
     rows = config.engine.envs * config.engine.rollout
@@ -239,8 +177,15 @@ def build_job(path: str) -> Job:
     )
 
 
-def check_options(repeats: int, warmup: int, sizes: list[int], nodes: list[int], alpha_us: float | None,
-                  bandwidth_gbps: float | None, timeout_s: float) -> None:
+def check_options(
+    repeats: int,
+    warmup: int,
+    sizes: list[int],
+    nodes: list[int],
+    alpha_us: float | None,
+    bandwidth_gbps: float | None,
+    timeout_s: float,
+) -> None:
     if repeats < 1:
         raise ConfigError(f"--repeats {repeats}: expected an int >= 1")
     if warmup < 0:
@@ -257,234 +202,6 @@ def check_options(repeats: int, warmup: int, sizes: list[int], nodes: list[int],
         raise ConfigError(f"--timeout-s {timeout_s!r}: expected seconds > 0")
 
 
-# --- inside each rank ---------------------------------------------------------------------------
-
-
-def _median_s(fn, repeats: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _time_step(job: Job, options: Options, cohort=None) -> tuple[float, BackwardProfile]:
-    """Median seconds of one optimizer step on a random batch of the learner's size, and when its gradient
-    buckets were ready; with ``cohort`` the gradients are all-reduced as the learner does (in buckets started
-    during backward) before the clip."""
-    import numpy as np
-    import torch
-
-    from fastrl.algos.a2c import make_optimizer
-    from fastrl.learning.gradient_buckets import MB, bucket_layout
-    from fastrl.models.policy import build_policy
-
-    torch.manual_seed(0)
-    model = build_policy(job.env_info, job.config, device="cpu").train()
-    optimizer = make_optimizer(model, job.config.algo)
-    params = list(model.parameters())
-    buckets = bucket_layout(params, int(job.config.dist.bucket_mb * MB))
-    stamps: dict[int, float] = {}
-    for index, p in enumerate(params):
-        p.register_post_accumulate_grad_hook(lambda p, index=index: stamps.__setitem__(index, time.perf_counter()))
-    if cohort is not None:
-        cohort.watch(model)
-    shape = (job.step_rows, *job.env_info.obs_shape)
-    dtype = np.dtype(job.env_info.obs_dtype)
-    rng = np.random.default_rng(0)
-    # the values do not change the cost; the dtype does (uint8 frames are converted inside the model)
-    values = rng.integers(0, 256, shape) if dtype == np.uint8 else rng.standard_normal(shape)
-    obs = torch.from_numpy(values.astype(dtype))
-    max_norm = job.config.algo.max_grad_norm
-    marks: list[tuple[list[float], float]] = []
-
-    def step() -> None:
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        logits, value = model(obs)
-        loss = logits.logsumexp(-1).mean() + value.pow(2).mean()
-        loss.backward()
-        marks.append(([max(stamps.get(i, start) for i in bucket) - start for bucket in buckets],
-                      time.perf_counter() - start))
-        if cohort is not None:
-            cohort.reduce_gradients([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
-        if max_norm > 0:  # the learner clips before every step
-            torch.nn.utils.clip_grad_norm_(params, max_norm)
-        optimizer.step()
-
-    median = _median_s(step, options.repeats, options.warmup)
-    timed = marks[options.warmup:]
-    profile = BackwardProfile(
-        bucket_bytes=[sum(params[i].numel() * FLOAT_BYTES for i in bucket) for bucket in buckets],
-        ready_s=[statistics.median(ready[b] for ready, _ in timed) for b in range(len(buckets))],
-        backward_end_s=statistics.median(end for _, end in timed))
-    return median, profile
-
-
-def _time_allreduce(numel: int, options: Options) -> float:
-    """Median seconds of ``all_reduce`` on ``numel`` float32s; the barrier before each call is not timed, so
-    that a rank that arrives first does not count the other's lateness as communication."""
-    import torch
-    import torch.distributed as dist
-
-    tensor = torch.ones(numel, dtype=torch.float32)
-    times = []
-    for repeat in range(options.warmup + options.repeats):
-        dist.barrier()
-        start = time.perf_counter()
-        dist.all_reduce(tensor)
-        if repeat >= options.warmup:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _loopback_interface() -> str:
-    """The loopback interface's name (``lo`` on Linux, ``lo0`` on macOS), so gloo stays on 127.0.0.1."""
-    names = [name for _, name in socket.if_nameindex() if name.startswith("lo")]
-    return names[0] if names else "lo"
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGTERM this rank when the bench's process dies, even by SIGKILL (else it would wait in a
-    collective until the group's timeout). Best effort elsewhere: --timeout-s still ends it."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        return
-    parent = multiprocessing.parent_process()
-    if parent is not None and os.getppid() != parent.pid:  # it died before prctl took effect
-        sys.exit(1)
-
-
-def _rank_main(rank: int, world: int, port: int, jobs: list[Job], options: Options, out_path: str) -> None:
-    """One rank: compute, then all-reduce per job, then (2+ ranks) the size sweep; rank 0 writes everyone's medians."""
-    _die_with_parent()
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)  # one core per rank: the ranks stand for nodes, not for threads
-    os.environ["GLOO_SOCKET_IFNAME"] = _loopback_interface()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=options.timeout_s))
-    try:
-        from fastrl.learning.cohort import Cohort
-
-        step_s, allreduce_s, overlapped_s, profiles = [], [], [], []
-        for job in jobs:
-            dist.barrier()  # the ranks compute at the same time, as nodes would
-            step, profile = _time_step(job, options)
-            step_s.append(step)
-            profiles.append(asdict(profile))
-            allreduce_s.append(_time_allreduce(job.numel, options))
-            dist.barrier()
-            cohort = Cohort(rank, world, torch.device("cpu"), job.config.dist.bucket_mb)
-            overlapped_s.append(_time_step(job, options, cohort)[0])
-        sweep_s = [_time_allreduce(size // FLOAT_BYTES, options) for size in options.sweep_bytes] if world > 1 else []
-        gathered: list = [None] * world
-        dist.all_gather_object(gathered, asdict(RankTimes(step_s, allreduce_s, sweep_s, overlapped_s, profiles)))
-        if rank == 0:  # whole or not at all: the parent may read it while another rank tears down
-            Path(out_path + ".part").write_text(json.dumps(gathered))
-            os.replace(out_path + ".part", out_path)
-        dist.barrier()  # nobody tears the group down while another rank still uses it
-    finally:
-        dist.destroy_process_group()
-
-
-# --- the parent: spawn, watch, reap -------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _stop(processes: list) -> None:
-    """Terminate, then kill, whatever rank is still alive; reap them all."""
-    processes = [p for p in processes if p.pid is not None]  # a failed start leaves later ranks unstarted
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(5)
-        if process.is_alive():
-            process.kill()
-            process.join()
-
-
-def run_group(world: int, jobs: list[Job], options: Options) -> list[RankTimes]:
-    """Spawn ``world`` ranks and return their medians; any failure or the time limit stops every rank."""
-    context = multiprocessing.get_context("spawn")  # fresh interpreters: no forked torch thread pools
-    with tempfile.TemporaryDirectory(prefix="fastrl_multinode_") as workdir:
-        out_path = os.path.join(workdir, "ranks.json")
-        port = free_port()
-        processes = [context.Process(target=_rank_main, args=(rank, world, port, jobs, options, out_path),
-                                     name=f"fastrl-multinode-rank{rank}", daemon=True) for rank in range(world)]
-        try:
-            for process in processes:
-                process.start()
-            try:
-                _watch(processes, time.monotonic() + options.timeout_s)
-            except RankFailed as failure:
-                if not _delivered(out_path, processes):
-                    raise
-                logger.warning("multinode bench: %s after every rank's results were in; they are kept", failure)
-            gathered = json.loads(Path(out_path).read_text())
-        finally:
-            _stop(processes)
-    return [RankTimes(**entry) for entry in gathered]
-
-
-def _delivered(out_path: str, processes: list, grace_s: float = 5.0) -> bool:
-    """Whether the ranks' results were written whole although a rank failed: gloo can abort a rank
-    ("terminate called without an active exception") while the group is torn down after the last
-    collective. Waits up to ``grace_s`` for the other ranks to finish."""
-    deadline = time.monotonic() + grace_s
-    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return os.path.exists(out_path)
-
-
-def _watch(processes: list, deadline: float) -> None:
-    """Until every rank exits 0; a rank that fails would leave the others blocked in a collective."""
-    running = list(processes)
-    while running:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise BenchFailed(f"{len(processes)} ranks ran past --timeout-s; stopped")
-        for sentinel in wait([p.sentinel for p in running], timeout=remaining):
-            process = next(p for p in running if p.sentinel == sentinel)
-            process.join()
-            if process.exitcode != 0:
-                raise RankFailed(f"{process.name} exited with code {process.exitcode} (its traceback is above)")
-            running.remove(process)
-
-
-# --- the α-β model ------------------------------------------------------------------------------
-
-
-def ring_allreduce_s(nodes: int, nbytes: float, alpha_s: float, beta_bytes_s: float) -> float:
-    return 2 * (nodes - 1) * alpha_s + 2 * (nodes - 1) / nodes * nbytes / beta_bytes_s
-
-
-def fit_alpha_beta(sizes: list[int], times_s: list[float]) -> tuple[float, float]:
-    """(α seconds, β bytes/s) of ``T = 2α + n/β`` (the ring model at p = 2), least squares on relative error."""
-    import numpy as np
-
-    n = np.asarray(sizes, dtype=np.float64)
-    t = np.asarray(times_s, dtype=np.float64)
-    # divide each row by T: minimises the relative residual, else the 16 MiB points decide α alone
-    design = np.stack([np.ones_like(n), n], axis=1) / t[:, None]
-    (intercept, slope), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
-    if intercept <= 0 or slope <= 0:
-        raise BenchFailed(f"the sweep did not resolve alpha and beta (2*alpha = {intercept:.3g} s, 1/beta = "
-                          f"{slope:.3g} s/byte): widen --sizes or raise --repeats")
-    return intercept / 2, 1 / slope
-
-
 # --- putting it together ------------------------------------------------------------------------
 
 
@@ -496,66 +213,86 @@ def _rank_result(job: Job, ranks: int, per_rank: list[RankTimes], index: int) ->
     step = _slowest(per_rank, "step_s", index)
     allreduce = _slowest(per_rank, "allreduce_s", index)
     overlapped = _slowest(per_rank, "overlapped_s", index)
-    return RankResult(ranks=ranks, step_compute_ms=_ms(step), step_allreduce_ms=_ms(allreduce),
-                      update_compute_ms=_ms(step * job.steps_per_update),
-                      update_allreduce_ms=_ms(allreduce * job.steps_per_update),
-                      share=round(allreduce / (step + allreduce), 4),
-                      step_overlapped_ms=_ms(overlapped),
-                      overlapped_share=round(max(overlapped - step, 0.0) / overlapped, 4))
+    return RankResult(
+        ranks=ranks,
+        step_compute_ms=_ms(step),
+        step_allreduce_ms=_ms(allreduce),
+        update_compute_ms=_ms(step * job.steps_per_update),
+        update_allreduce_ms=_ms(allreduce * job.steps_per_update),
+        share=round(allreduce / (step + allreduce), 4),
+        step_overlapped_ms=_ms(overlapped),
+        overlapped_share=round(max(overlapped - step, 0.0) / overlapped, 4),
+    )
 
 
-def exposed_allreduce_s(profile: BackwardProfile, nodes: int, alpha_s: float, beta: float) -> float:
-    """What of the bucketed all-reduces outlasts backward on ``nodes``: each bucket starts once it is ready
-    and the one before it is done (one collective at a time, in order), at the α-β model's cost."""
-    done = 0.0
-    for ready, nbytes in zip(profile.ready_s, profile.bucket_bytes):
-        done = max(ready, done) + ring_allreduce_s(nodes, nbytes, alpha_s, beta)
-    return max(done - profile.backward_end_s, 0.0)
-
-
-def _projection(job: Job, nodes: int, step_s: float, profile: BackwardProfile, alpha_s: float,
-                beta: float) -> Projection:
+def _projection(
+    job: Job, nodes: int, step_s: float, profile: BackwardProfile, alpha_s: float, beta: float
+) -> Projection:
     allreduce = ring_allreduce_s(nodes, job.numel * FLOAT_BYTES, alpha_s, beta)
     exposed = exposed_allreduce_s(profile, nodes, alpha_s, beta)
-    return Projection(nodes=nodes, step_allreduce_ms=_ms(allreduce),
-                      update_allreduce_ms=_ms(allreduce * job.steps_per_update),
-                      update_ms=_ms((step_s + allreduce) * job.steps_per_update),
-                      share=round(allreduce / (step_s + allreduce), 4),
-                      overlapped_exposed_ms=_ms(exposed),
-                      overlapped_share=round(exposed / (step_s + exposed), 4))
+    return Projection(
+        nodes=nodes,
+        step_allreduce_ms=_ms(allreduce),
+        update_allreduce_ms=_ms(allreduce * job.steps_per_update),
+        update_ms=_ms((step_s + allreduce) * job.steps_per_update),
+        share=round(allreduce / (step_s + allreduce), 4),
+        overlapped_exposed_ms=_ms(exposed),
+        overlapped_share=round(exposed / (step_s + exposed), 4),
+    )
 
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1e3, 4)
 
 
-def _alpha_beta(sizes: list[int], sweep_s: list[float], fitted_alpha: float, fitted_beta: float,
-                alpha_us: float | None, bandwidth_gbps: float | None) -> tuple[AlphaBeta, float, float]:
+def _alpha_beta(
+    sizes: list[int],
+    sweep_s: list[float],
+    fitted_alpha: float,
+    fitted_beta: float,
+    alpha_us: float | None,
+    bandwidth_gbps: float | None,
+) -> tuple[AlphaBeta, float, float]:
     """The model's record and the (α s, β bytes/s) the projections use: the fitted ones unless given."""
     alpha = fitted_alpha if alpha_us is None else alpha_us * 1e-6
     beta = fitted_beta if bandwidth_gbps is None else bandwidth_gbps * 1e9 / 8
-    sources = {(True, True): "fitted", (False, False): "given (--alpha-us, --bandwidth-gbps)",
-               (False, True): "alpha given (--alpha-us), bandwidth fitted",
-               (True, False): "alpha fitted, bandwidth given (--bandwidth-gbps)"}
+    sources = {
+        (True, True): "fitted",
+        (False, False): "given (--alpha-us, --bandwidth-gbps)",
+        (False, True): "alpha given (--alpha-us), bandwidth fitted",
+        (True, False): "alpha fitted, bandwidth given (--bandwidth-gbps)",
+    }
     source = sources[(alpha_us is None, bandwidth_gbps is None)]
-    sweep = [SweepPoint(size, _ms(t), _ms(ring_allreduce_s(2, size, fitted_alpha, fitted_beta)))
-             for size, t in zip(sizes, sweep_s)]
+    sweep = [
+        SweepPoint(size, _ms(t), _ms(ring_allreduce_s(2, size, fitted_alpha, fitted_beta)))
+        for size, t in zip(sizes, sweep_s)
+    ]
     record = AlphaBeta(
         model=MODEL,
         fitted_on="2 ranks, gloo, localhost loopback (127.0.0.1), a sweep of message sizes",
-        alpha_us=round(alpha * 1e6, 3), bandwidth_gbps=round(beta * 8 / 1e9, 3), source=source,
-        fitted_alpha_us=round(fitted_alpha * 1e6, 3), fitted_bandwidth_gbps=round(fitted_beta * 8 / 1e9, 3),
+        alpha_us=round(alpha * 1e6, 3),
+        bandwidth_gbps=round(beta * 8 / 1e9, 3),
+        source=source,
+        fitted_alpha_us=round(fitted_alpha * 1e6, 3),
+        fitted_bandwidth_gbps=round(fitted_beta * 8 / 1e9, 3),
         note="fitted on loopback, so the fitted numbers project a network like loopback (no wire); on a real "
-             "network alpha and beta differ: pass --alpha-us and --bandwidth-gbps (gigabits/s) to project with "
-             "its numbers. Projected compute per node = the 1-rank compute measured here.",
+        "network alpha and beta differ: pass --alpha-us and --bandwidth-gbps (gigabits/s) to project with "
+        "its numbers. Projected compute per node = the 1-rank compute measured here.",
         sweep=sweep,
     )
     return record, alpha, beta
 
 
-def measure(configs: list[str] = DEFAULT_CONFIGS, repeats: int = 30, warmup: int = 5,
-            sizes: list[int] | None = None, nodes: list[int] = DEFAULT_NODES, alpha_us: float | None = None,
-            bandwidth_gbps: float | None = None, timeout_s: float = 900.0) -> dict:
+def measure(
+    configs: Sequence[str] = DEFAULT_CONFIGS,
+    repeats: int = 30,
+    warmup: int = 5,
+    sizes: list[int] | None = None,
+    nodes: Sequence[int] = DEFAULT_NODES,
+    alpha_us: float | None = None,
+    bandwidth_gbps: float | None = None,
+    timeout_s: float = 900.0,
+) -> dict:
     """The bench's result as a JSON-ready dict (ConfigError for bad input, BenchFailed if a rank fails)."""
     sizes = sorted(set(sizes if sizes is not None else map(parse_size, DEFAULT_SIZES)))
     check_options(repeats, warmup, sizes, list(nodes), alpha_us, bandwidth_gbps, timeout_s)
@@ -571,15 +308,24 @@ def measure(configs: list[str] = DEFAULT_CONFIGS, repeats: int = 30, warmup: int
     models = []
     for index, job in enumerate(jobs):
         step_1 = _slowest(groups[1], "step_s", index)
-        models.append(ModelResult(
-            config=job.config_path, model=job.model, algo=job.algo, parameters=job.numel,
-            trainable_parameters=job.trainable, allreduce_bytes=job.numel * FLOAT_BYTES, step_rows=job.step_rows,
-            steps_per_update=job.steps_per_update,
-            ranks={str(world): _rank_result(job, world, groups[world], index) for world in RANK_COUNTS},
-            model_at_2_ranks_ms=_ms(ring_allreduce_s(2, job.numel * FLOAT_BYTES, fitted_alpha, fitted_beta)),
-            projection={str(p): _projection(job, p, step_1, BackwardProfile(**groups[1][0].profiles[index]),
-                                            alpha, beta) for p in nodes},
-        ))
+        models.append(
+            ModelResult(
+                config=job.config_path,
+                model=job.model,
+                algo=job.algo,
+                parameters=job.numel,
+                trainable_parameters=job.trainable,
+                allreduce_bytes=job.numel * FLOAT_BYTES,
+                step_rows=job.step_rows,
+                steps_per_update=job.steps_per_update,
+                ranks={str(world): _rank_result(job, world, groups[world], index) for world in RANK_COUNTS},
+                model_at_2_ranks_ms=_ms(ring_allreduce_s(2, job.numel * FLOAT_BYTES, fitted_alpha, fitted_beta)),
+                projection={
+                    str(p): _projection(job, p, step_1, BackwardProfile(**groups[1][0].profiles[index]), alpha, beta)
+                    for p in nodes
+                },
+            )
+        )
     return {
         "bench": "multinode",
         "backend": "gloo",
@@ -590,9 +336,9 @@ def measure(configs: list[str] = DEFAULT_CONFIGS, repeats: int = 30, warmup: int
         "repeats": repeats,
         "warmup": warmup,
         "timing": "median of repeats per rank, the slowest rank's; update = steps_per_update x the step's median; "
-                  "share = allreduce / (compute + allreduce), no overlap; overlapped_share: the learner's "
-                  "all-reduce in buckets started during backward, measured (ranks) and projected (projection: "
-                  "each bucket's all-reduce from when it is ready, one at a time, minus backward's end)",
+        "share = allreduce / (compute + allreduce), no overlap; overlapped_share: the learner's "
+        "all-reduce in buckets started during backward, measured (ranks) and projected (projection: "
+        "each bucket's all-reduce from when it is ready, one at a time, minus backward's end)",
         "models": [asdict(result) for result in models],
         "alpha_beta": asdict(alpha_beta),
     }
@@ -608,29 +354,55 @@ def _torch_version() -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS), metavar="CONFIG",
-                        help="configs whose model and batch are timed (default: the MLP of cartpole_sync.toml "
-                             "and the Nature CNN of pong_sync.toml)")
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        default=list(DEFAULT_CONFIGS),
+        metavar="CONFIG",
+        help="configs whose model and batch are timed (default: the MLP of cartpole_sync.toml "
+        "and the Nature CNN of pong_sync.toml)",
+    )
     parser.add_argument("--repeats", type=int, default=30, help="timed calls per median (default 30)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
-    parser.add_argument("--sizes", nargs="+", default=list(DEFAULT_SIZES), metavar="BYTES",
-                        help="message sizes of the 2-rank sweep the alpha-beta model is fitted on "
-                             "(4096, 4K, 16M: powers of 1024; default 4K..16M)")
-    parser.add_argument("--nodes", type=int, nargs="+", default=list(DEFAULT_NODES),
-                        help="node counts to project to (default 8 64)")
-    parser.add_argument("--alpha-us", type=float, help="project with this latency per ring step (microseconds) "
-                        "instead of the one fitted on loopback")
-    parser.add_argument("--bandwidth-gbps", type=float, help="project with this bandwidth (gigabits/s) "
-                        "instead of the one fitted on loopback")
-    parser.add_argument("--timeout-s", type=float, default=900.0,
-                        help="time limit of each group of ranks (default 900)")
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        default=list(DEFAULT_SIZES),
+        metavar="BYTES",
+        help="message sizes of the 2-rank sweep the alpha-beta model is fitted on "
+        "(4096, 4K, 16M: powers of 1024; default 4K..16M)",
+    )
+    parser.add_argument(
+        "--nodes", type=int, nargs="+", default=list(DEFAULT_NODES), help="node counts to project to (default 8 64)"
+    )
+    parser.add_argument(
+        "--alpha-us",
+        type=float,
+        help="project with this latency per ring step (microseconds) instead of the one fitted on loopback",
+    )
+    parser.add_argument(
+        "--bandwidth-gbps",
+        type=float,
+        help="project with this bandwidth (gigabits/s) instead of the one fitted on loopback",
+    )
+    parser.add_argument(
+        "--timeout-s", type=float, default=900.0, help="time limit of each group of ranks (default 900)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """The CLI's body: JSON on stdout; exit 2 for bad input, 1 if a rank failed."""
     try:
-        result = measure(args.configs, args.repeats, args.warmup, [parse_size(s) for s in args.sizes],
-                         args.nodes, args.alpha_us, args.bandwidth_gbps, args.timeout_s)
+        result = measure(
+            args.configs,
+            args.repeats,
+            args.warmup,
+            [parse_size(s) for s in args.sizes],
+            args.nodes,
+            args.alpha_us,
+            args.bandwidth_gbps,
+            args.timeout_s,
+        )
     except ConfigError as exc:
         print(f"fastrl bench multinode: {exc}", file=sys.stderr)
         return 2
@@ -639,13 +411,3 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(result), flush=True)
     return 0
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    sys.exit(run(parser.parse_args(argv)))
-
-
-if __name__ == "__main__":
-    main()

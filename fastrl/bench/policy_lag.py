@@ -7,6 +7,7 @@ fixed batch (``algo.batch_slots``) and unroll; the lag is the learner's per-batc
 version minus each step's behaviour version), averaged over the run's metrics lines, and the
 largest per-batch max.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,30 +16,47 @@ import tempfile
 from pathlib import Path
 
 import fastrl
+from fastrl.bench import A2C_SETTINGS
 
 
 def run_one(mode: str, envs: int, frames: int, batch_slots: int, rollout: int, workdir: str) -> dict:
     algo = {"async": "impala", "hts": "a2c", "sync": "a2c"}[mode]
     overrides = [
-        "env.id='CartPole-v1'", f"engine.mode='{mode}'", f"engine.envs={envs}", f"engine.rollout={rollout}",
-        f"algo.name='{algo}'", f"algo.batch_slots={batch_slots}", "model.name='mlp'",
-        "engine.executors=1", "engine.actors=1",  # the layout its README numbers were measured with, not "auto"
-        f"run.total_frames={frames}", "run.progress=false", "run.log_interval_s=0.25", f"run.dir='{workdir}'",
+        "env.id='CartPole-v1'",
+        f"engine.mode='{mode}'",
+        f"engine.envs={envs}",
+        f"engine.rollout={rollout}",
+        *A2C_SETTINGS,
+        f"algo.name='{algo}'",
+        f"algo.batch_slots={batch_slots}",
+        "model.name='mlp'",
+        "engine.executors=1",
+        "engine.actors=1",  # the layout its docs/results numbers were measured with
+        f"run.total_frames={frames}",
+        "run.progress=false",
+        "run.log_interval_s=0.25",
+        f"run.dir='{workdir}'",
     ]
     run_dir = Path(workdir) / f"{mode}-{envs}"
     summary = fastrl.train({}, overrides, run_dir=run_dir)
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     lines = [line for line in lines if line["updates"] > 0]
     return {
-        "mode": mode, "envs": envs, "batch_slots": batch_slots if mode == "async" else envs, "rollout": rollout,
-        "frames": summary["frames"], "fps": summary["fps"], "updates": summary["updates"],
+        "mode": mode,
+        "envs": envs,
+        "batch_slots": batch_slots if mode == "async" else envs,
+        "rollout": rollout,
+        "frames": summary["frames"],
+        "fps": summary["fps"],
+        "updates": summary["updates"],
         "lag_mean": round(sum(line["policy_lag_mean"] for line in lines) / max(len(lines), 1), 3),
         "lag_max": max((line["policy_lag_max"] for line in lines), default=None),
     }
 
 
-def measure(envs_list: tuple[int, ...] = (4, 8, 16, 32), frames: int = 60_000, batch_slots: int = 4,
-            rollout: int = 20) -> list[dict]:
+def measure(
+    envs_list: tuple[int, ...] = (4, 8, 16, 32), frames: int = 60_000, batch_slots: int = 4, rollout: int = 20
+) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         for envs in envs_list:
@@ -55,13 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rollout", type=int, default=20, help="unroll T")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Measure with the parsed ``add_arguments`` options and print one JSON line per env count."""
     for row in measure(tuple(args.envs), args.frames, args.batch_slots, args.rollout):
         print(json.dumps(row), flush=True)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

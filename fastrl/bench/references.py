@@ -10,9 +10,10 @@
   around them. The engine cannot beat it; the gap to it is what the engine's processes,
   queues, actors and barriers cost, apart from what the preprocessing costs.
 
-frames/s counts emulator frames (4 x agent steps). ``python bench/raw_ale.py`` prints one JSON line.
+frames/s counts emulator frames (4 x agent steps). ``fastrl bench references`` prints one JSON line.
 The sampling benchmark (``fastrl bench sampling``) runs both in the same invocation as fastrl.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,9 @@ def _result(results, procs, deadline: float) -> tuple[int, float]:
         except queue.Empty:
             dead = [p for p in procs if p.exitcode not in (None, 0)]
             if dead:
-                raise RuntimeError(f"a reference worker exited with code {dead[0].exitcode} before reporting; "
-                                   "its traceback is above") from None
+                raise RuntimeError(
+                    f"a reference worker exited with code {dead[0].exitcode} before reporting; its traceback is above"
+                ) from None
             if time.monotonic() > deadline:
                 raise TimeoutError("a reference worker did not report within its time plus 120 s") from None
 
@@ -141,8 +143,13 @@ def adapter_loop_fps(env_config, envs: int, processes: int, seconds: float = 5.0
 
     parts = [(env_config, [int(e) for e in part], seconds) for part in split(envs, processes)]
     per_process = _in_processes(_adapter_worker, parts, seconds)
-    return {"engine": "fastrl env adapters, bare loop", "envs": envs, "processes": processes, "seconds": seconds,
-            "fps": sum(frames / elapsed for frames, elapsed in per_process)}
+    return {
+        "engine": "fastrl env adapters, bare loop",
+        "envs": envs,
+        "processes": processes,
+        "seconds": seconds,
+        "fps": sum(frames / elapsed for frames, elapsed in per_process),
+    }
 
 
 def atari_vector_env_fps(
@@ -153,8 +160,17 @@ def atari_vector_env_fps(
 
     batch = batch_size or num_envs
     env = AtariVectorEnv(
-        game, num_envs, batch_size=batch, frameskip=FRAME_SKIP, img_height=84, img_width=84, stack_num=4,
-        grayscale=True, maxpool=True, noop_max=30, repeat_action_probability=0.0,
+        game,
+        num_envs,
+        batch_size=batch,
+        frameskip=FRAME_SKIP,
+        img_height=84,
+        img_width=84,
+        stack_num=4,
+        grayscale=True,
+        maxpool=True,
+        noop_max=30,
+        repeat_action_probability=0.0,
     )
     try:
         rng = np.random.default_rng(0)
@@ -182,19 +198,18 @@ def atari_vector_env_fps(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--game", default="pong")
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--processes", type=int, default=None)
-    parser.add_argument("--num-envs", type=int, default=16)
-    parser.add_argument("--batch-size", type=int, default=None)
-    args = parser.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--game", default="pong", help="ROM id (default pong)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds each reference runs (default 5)")
+    parser.add_argument("--processes", type=int, default=None, help="raw emulator processes (default: every core)")
+    parser.add_argument("--num-envs", type=int, default=16, help="AtariVectorEnv's envs (default 16)")
+    parser.add_argument("--batch-size", type=int, default=None, help="AtariVectorEnv's batch (default: all envs)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure both references and print one JSON line."""
     raw = raw_emulator_fps(args.game, args.seconds, args.processes)
     vec = atari_vector_env_fps(args.game, args.num_envs, args.seconds, args.batch_size)
     vec["of_raw"] = vec["fps"] / raw["fps"]
     print(json.dumps({"raw_emulator": raw, "atari_vector_env": vec}))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -8,10 +8,11 @@ Runs CONFIG (default: the default job) once per game and seed, one after another
 the config's own env id (``PongNoFrameskip-v4`` with ``--games Qbert`` runs ``QbertNoFrameskip-v4``;
 ``ALE/Pong-v5`` runs ``ALE/Qbert-v5``), each for ``M`` minutes of training (``run.max_seconds``) or
 ``F`` frames (``run.total_frames``; with ``--minutes`` the config's own stays, as a learning-rate
-schedule's horizon, and should exceed what the minutes reach). Each run's directory is ``OUT/<game>-seed<s>`` and its result
-``suite_run.json`` there: the final mean raw score over the last W episodes (``run.return_window``),
-the best such mean, frames, times, and the curve. A finished run is never run again, so an interrupted
-suite goes on where it stopped with the same command (a run cut short is started afresh).
+schedule's horizon, and should exceed what the minutes reach). Each run's directory is
+``OUT/<game>-seed<s>`` and its result ``suite_run.json`` there: the final mean raw score over the last W
+episodes (``run.return_window``), the best such mean, frames, times, and the curve. A finished run is
+never run again, so an interrupted suite goes on where it stopped with the same command (a run cut short
+is started afresh).
 
 Then ``OUT/suite.json`` and ``OUT/suite.md``: every run's raw and human-normalised final score
 (``fastrl.bench.atari_scores``), the per-game means, and the IQM, median and mean of the normalised
@@ -20,6 +21,7 @@ machine named; and ``OUT/suite.png`` (``fastrl plot`` of every run, against fram
 installed. ``--games atari5`` is Atari-5 (Aitchison et al. 2023): Battle Zone, Double Dunk, Name This
 Game, Phoenix, Q*bert.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,6 +30,7 @@ import logging
 import math
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +45,12 @@ log = logging.getLogger(__name__)
 
 RUN_RESULT = "suite_run.json"
 SUITES = {"atari5": ATARI5}
-SUITE_KEYS = {"env.id": "--games", "run.seed": "--seeds", "run.max_seconds": "--minutes",
-              "run.return_window": "--window"}
+SUITE_KEYS = {
+    "env.id": "--games",
+    "run.seed": "--seeds",
+    "run.max_seconds": "--minutes",
+    "run.return_window": "--window",
+}
 
 
 def resolve_games(names: list[str]) -> list[str]:
@@ -60,8 +67,10 @@ def resolve_games(names: list[str]) -> list[str]:
         except ValueError as exc:
             raise ConfigError(f"--games {name!r}: {exc}") from None
         if rom not in RANDOM_HUMAN:
-            raise ConfigError(f"--games {name!r}: no published random and human scores for {rom!r} (the 57 games "
-                              "of fastrl/bench/atari_scores.py have them)")
+            raise ConfigError(
+                f"--games {name!r}: no published random and human scores for {rom!r} (the 57 games "
+                "of fastrl/bench/atari_scores.py have them)"
+            )
         games.append(rom)
     if not games:
         raise ConfigError("--games: name at least one game, or 'atari5'")
@@ -74,8 +83,10 @@ def game_env_id(env_id: str, rom: str) -> str:
 
     match = _ID.match(env_id)
     if match is None or not is_atari_id(env_id):
-        raise ConfigError(f"env.id = {env_id!r} is not an Atari id: a suite puts each game into the config's "
-                          "Atari id (e.g. 'PongNoFrameskip-v4' or 'ALE/Pong-v5')")
+        raise ConfigError(
+            f"env.id = {env_id!r} is not an Atari id: a suite puts each game into the config's "
+            "Atari id (e.g. 'PongNoFrameskip-v4' or 'ALE/Pong-v5')"
+        )
     return f"{match['ale'] or ''}{_camel(rom)}{match['variant'] or ''}-v{match['version']}"
 
 
@@ -92,9 +103,16 @@ def check_options(seeds: int, minutes: float | None, frames: int | None, window:
     refuse_set_keys(overrides, SUITE_KEYS | ({"run.total_frames": "--frames"} if frames is not None else {}))
 
 
-def run_suite(config: str | None, games: list[str], seeds: int, minutes: float | None = None,
-              frames: int | None = None, out: str | Path = "suite", window: int = 100,
-              overrides: list[str] = ()) -> dict:
+def run_suite(
+    config: str | None,
+    games: list[str],
+    seeds: int,
+    minutes: float | None = None,
+    frames: int | None = None,
+    out: str | Path = "suite",
+    window: int = 100,
+    overrides: Sequence[str] = (),
+) -> dict:
     """Run every game and seed not yet finished under ``out``, then aggregate them all (also written to
     ``out/suite.json`` and ``out/suite.md``); returns the suite's result."""
     from fastrl.api import resolve_config
@@ -112,16 +130,29 @@ def run_suite(config: str | None, games: list[str], seeds: int, minutes: float |
     runs = []
     for rom in roms:
         for seed in range(seeds):
-            settings = [*overrides, f"env.id='{env_ids[rom]}'", f"run.seed={seed}", f"run.return_window={window}",
-                        *budget]
+            settings = [
+                *overrides,
+                f"env.id='{env_ids[rom]}'",
+                f"run.seed={seed}",
+                f"run.return_window={window}",
+                *budget,
+            ]
             runs.append(_run_once(config, settings, out / f"{rom}-seed{seed}", rom, seed))
     result = aggregate_runs(runs, roms, seeds)
-    result = {"config": None if config is None else str(config), "overrides": overrides, "games": roms,
-              "seeds": seeds, "minutes": minutes, "frames": frames, "window": window, "machine": machine_info(),
-              **result}
+    result = {
+        "config": None if config is None else str(config),
+        "overrides": overrides,
+        "games": roms,
+        "seeds": seeds,
+        "minutes": minutes,
+        "frames": frames,
+        "window": window,
+        "machine": machine_info(),
+        **result,
+    }
     (out / "suite.json").write_text(json.dumps(result, indent=2) + "\n")
     (out / "suite.md").write_text(markdown(result))
-    _plot(out, [out / f"{r['game']}-seed{r['seed']}" for r in runs])
+    _plot(out, runs, result["machine"])
     return result
 
 
@@ -154,8 +185,9 @@ def read_run(run_dir: Path) -> dict:
         "frames": summary["frames"],
         "train_s": summary["train_s"],
         "fps": summary["fps"],
-        "curve": [{"wall_s": line["time_s"], "frames": line["frames"], "return_mean": line["return_mean"]}
-                  for line in lines],
+        "curve": [
+            {"wall_s": line["time_s"], "frames": line["frames"], "return_mean": line["return_mean"]} for line in lines
+        ],
     }
 
 
@@ -165,19 +197,32 @@ def aggregate_runs(runs: list[dict], roms: list[str], seeds: int) -> dict:
     for run in runs:
         final = run["final"]
         normalized = None if final is None else human_normalized(run["game"], final)
-        rows.append({key: run[key] for key in ("game", "seed", "env_id", "final", "best", "episodes", "frames",
-                                               "train_s", "fps")} | {"normalized": normalized})
+        rows.append(
+            {
+                key: run[key]
+                for key in ("game", "seed", "env_id", "final", "best", "episodes", "frames", "train_s", "fps")
+            }
+            | {"normalized": normalized}
+        )
     per_game = {}
     for rom in roms:
         finals = [row["final"] for row in rows if row["game"] == rom and row["final"] is not None]
         random, human = RANDOM_HUMAN[rom]
-        per_game[rom] = {"random": random, "human": human, "final_mean": float(np.mean(finals)) if finals else None,
-                         "normalized_mean": float(np.mean([human_normalized(rom, f) for f in finals])) if finals else None}
+        per_game[rom] = {
+            "random": random,
+            "human": human,
+            "final_mean": float(np.mean(finals)) if finals else None,
+            "normalized_mean": float(np.mean([human_normalized(rom, f) for f in finals])) if finals else None,
+        }
     missing = [f"{row['game']}-seed{row['seed']}" for row in rows if row["normalized"] is None]
     aggregates = None
     if not missing:
-        table = np.array([[next(r["normalized"] for r in rows if r["game"] == rom and r["seed"] == seed)
-                           for rom in roms] for seed in range(seeds)])
+        table = np.array(
+            [
+                [next(r["normalized"] for r in rows if r["game"] == rom and r["seed"] == seed) for rom in roms]
+                for seed in range(seeds)
+            ]
+        )
         aggregates = summarize(table)
     return {"runs": rows, "per_game": per_game, "aggregates": aggregates, "without_score": missing}
 
@@ -190,7 +235,8 @@ def markdown(result: dict) -> str:
         f"{budget} each",
         "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, "
-        f"AMX-BF16 {'yes' if machine.get('amx_bf16') else 'no'}, torch {machine['torch']}, GPU {machine['gpu'] or 'none'}. "
+        f"AMX-BF16 {'yes' if machine.get('amx_bf16') else 'no'}, torch {machine['torch']}, "
+        f"GPU {machine['gpu'] or 'none'}. "
         f"Score: the mean raw score of the last {result['window']} episodes at the end of each run; "
         "human-normalised: (score - random) / (human - random).",
         "",
@@ -211,28 +257,61 @@ def markdown(result: dict) -> str:
         lines.append("|---|---|---|")
         for name, value in result["aggregates"].items():
             low, high = value["ci"]
-            lines.append(f"| {name.upper() if name == 'iqm' else name} | {value['point']:.3f} | [{low:.3f}, {high:.3f}] |")
+            lines.append(
+                f"| {name.upper() if name == 'iqm' else name} | {value['point']:.3f} | [{low:.3f}, {high:.3f}] |"
+            )
         if result["seeds"] == 1:
             lines.append("")
             lines.append("One seed per game: every bootstrap resample is that seed, so the intervals are points.")
     return "\n".join(lines) + "\n"
 
 
-def _plot(out: Path, run_dirs: list[Path]) -> None:
+def _plot(out: Path, runs: list[dict], machine: dict) -> None:
     try:
-        from fastrl.telemetry.plot import plot_runs
-
-        plot_runs([str(d) for d in run_dirs], x="frames", out=out / "suite.png")
+        plot_suite(runs, machine, out / "suite.png")
     except ImportError:
-        log.warning("no suite.png: fastrl plot needs matplotlib (pip install 'fastrl[plot]')")
-    except ConfigError as exc:
-        log.warning("no suite.png: %s", exc)
+        log.warning("no suite.png: the figure needs matplotlib (pip install 'fastrl[plot]')")
+
+
+def plot_suite(runs: list[dict], machine: dict, path: Path) -> Path:
+    """Each run's human-normalised mean score (its curve: the mean over the window at every metrics line)
+    against env frames, every game on one scale, so games whose raw scores differ by 1,000x compare."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for run in runs:
+        points = [
+            (c["frames"], human_normalized(run["game"], c["return_mean"]))
+            for c in run["curve"]
+            if c["return_mean"] is not None
+        ]
+        if points:
+            frames, scores = zip(*points)
+            ax.plot(frames, scores, label=f"{run['game']}-seed{run['seed']}")
+    ax.axhline(0.0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("env frames")
+    ax.set_ylabel("human-normalised score")
+    ax.set_title(f"{machine['cpu']}, {machine['cores']} cores, torch {machine['torch']}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="TOML config with an Atari env.id (default: the default job)")
-    parser.add_argument("--games", nargs="+", required=True, metavar="GAME",
-                        help="'atari5', or games by ROM id or ALE name (battle_zone, BattleZone, Qbert)")
+    parser.add_argument(
+        "--games",
+        nargs="+",
+        required=True,
+        metavar="GAME",
+        help="'atari5', or games by ROM id or ALE name (battle_zone, BattleZone, Qbert)",
+    )
     parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 of every game (default 1)")
     budget = parser.add_mutually_exclusive_group(required=True)
     budget.add_argument("--minutes", type=float, help="training time per run, in minutes")
@@ -246,8 +325,9 @@ def run(args: argparse.Namespace) -> int:
     from fastrl.process.faults import RunFailed, RunInterrupted
 
     try:
-        result = run_suite(args.config, args.games, args.seeds, args.minutes, args.frames, args.out, args.window,
-                           args.set)
+        result = run_suite(
+            args.config, args.games, args.seeds, args.minutes, args.frames, args.out, args.window, args.set
+        )
     except ConfigError as exc:
         print(f"fastrl: bad config: {exc}", file=sys.stderr)
         return 2

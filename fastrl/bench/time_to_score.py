@@ -22,11 +22,13 @@ compiling kernels, first resets) is ``startup_s``, apart, so that runs on machin
 slower compare on what they learn. Writes ``time_to_score.json`` into the run directory and
 prints it as one JSON line.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from fastrl.bench.machine import machine_info
@@ -62,8 +64,14 @@ def refuse_set_keys(overrides: list[str], keys: dict[str, str]) -> None:
                 raise ConfigError(f"--set {text!r}: {key} is what {option} sets here; use {option}")
 
 
-def measure(config: str | None, target: float, max_minutes: float, window: int = 20,
-            overrides: list[str] = (), run_dir: str | Path | None = None) -> dict:
+def measure(
+    config: str | None,
+    target: float,
+    max_minutes: float,
+    window: int = 20,
+    overrides: Sequence[str] = (),
+    run_dir: str | Path | None = None,
+) -> dict:
     """Train and return the result (also written to RUN_DIR/time_to_score.json).
 
     A run ended by Ctrl-C or a fault still writes its result (``stopped_by`` says so) before
@@ -71,8 +79,8 @@ def measure(config: str | None, target: float, max_minutes: float, window: int =
     """
     import fastrl
     from fastrl.api import resolve_config
-    from fastrl.run_dir import default_run_dir
     from fastrl.process.faults import RunFailed, RunInterrupted
+    from fastrl.runs.run_dir import default_run_dir
 
     overrides = list(overrides)
     check_options(target, max_minutes, window, overrides)
@@ -86,8 +94,14 @@ def measure(config: str | None, target: float, max_minutes: float, window: int =
         error = exc
     if error is not None and not (run_path / "summary.json").is_file():
         raise error  # it ended before the run had anything to read
-    result = {"config": None if config is None else str(config), "overrides": overrides, "target": target,
-              "window": window, "max_minutes": max_minutes, **read_run(run_path, target, window)}
+    result = {
+        "config": None if config is None else str(config),
+        "overrides": overrides,
+        "target": target,
+        "window": window,
+        "max_minutes": max_minutes,
+        **read_run(run_path, target, window),
+    }
     (run_path / RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n")
     if error is not None:
         raise error
@@ -111,7 +125,7 @@ def read_run(run_path: Path, target: float, window: int) -> dict:
         "reached": point is not None,
         "wall_s": point["wall_s"] if point else None,
         "frames": point["frames"] if point else None,
-        "episodes": lines[crossing]["episodes"] if point else None,
+        "episodes": lines[crossing]["episodes"] if crossing is not None else None,
         "stopped_by": _stopped_by(summary, config["run"], point is not None),
         "startup_s": summary["startup_s"],
         "train_s": summary["train_s"],
@@ -185,13 +199,3 @@ def run(args: argparse.Namespace) -> int:
         return exc.exit_code
     print(json.dumps(result))
     return 0
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    raise SystemExit(run(parser.parse_args(argv)))
-
-
-if __name__ == "__main__":
-    main()
