@@ -1,23 +1,25 @@
 """Action masks (a Dict observation's ``action_mask`` part): a masked action is never sampled, in any mode or
 layout, its logit gets no gradient and no NaN, eval and load_policy mask too, and a mask that fits no
-action is named (envs: tests/masked_env.py, which raises on a masked action)."""
+action is named (envs: tests/helpers/masked_env.py, which raises on a masked action)."""
 import numpy as np
 import pytest
 import torch
 
 import fastrl
-from csrc_free_kernels.sampling import sample_from_u, sample_from_u_reference
-from fastrl.checkpoint import load_checkpoint
+from csrc_free_kernels.action_sampling import sample_from_u, sample_from_u_reference
 from fastrl.config import ConfigError
+from fastrl.envs.actions import ActionSpec
 from fastrl.envs.gym import GymEnv
 from fastrl.models.action_mask import MASKED_LOGIT
 from fastrl.models.distributions import distribution_for
-from fastrl.envs.actions import ActionSpec
 from fastrl.process.faults import RunFailed
-from tests import masked_env
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers import masked_env
+from tests.helpers.runs import cartpole
 
-MASKED = "tests.masked_env:masked"
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
+MASKED = "tests.helpers.masked_env:masked"
 
 
 def _train(tmp_path, name, *overrides, env=MASKED, mode="sync"):
@@ -104,14 +106,14 @@ def test_eval_and_load_policy_mask_too(tmp_path):
 
 
 def test_an_all_zero_mask_ends_the_run_naming_the_env_and_step(tmp_path):
-    with pytest.raises(RunFailed, match=r"tests.masked_env:masked' #\d+ .*all-zero 'action_mask': no action is "
+    with pytest.raises(RunFailed, match=r"tests.helpers.masked_env:masked' #\d+ .*all-zero 'action_mask': no action is "
                                         r"allowed, in step\(action=\d\) at step 2 of its episode"):
         _train(tmp_path, "run", "env.kwargs={zero_at=3}", "run.total_frames=800")
 
 
 def test_masks_that_fit_no_action_space_are_refused_before_the_run(tmp_path):
     with pytest.raises(ConfigError, match="Box \\(continuous\\) actions cannot be masked"):
-        _train(tmp_path, "box", env="tests.masked_env:masked_box")
+        _train(tmp_path, "box", env="tests.helpers.masked_env:masked_box")
     with pytest.raises(ConfigError, match="'action_mask' has 5 columns; the action space has 4 actions"):
         _train(tmp_path, "size", "env.kwargs={extra_columns=1}")
     assert not (tmp_path / "box").exists() and not (tmp_path / "size").exists()

@@ -12,12 +12,14 @@ import torch
 import fastrl
 import fastrl.learning.async_learner
 import fastrl.sampling.executor
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError
 from fastrl.learning.async_learner import AsyncLearner
+from fastrl.runs.checkpoint import load_checkpoint
 from fastrl.sampling.channels import decode_full
 from fastrl.sampling.executor import Executor
-from tests.conftest import cartpole
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 ASYNC = ["algo.name='impala'", "algo.batch_slots=4", "engine.rollout=10"]
 
@@ -69,7 +71,8 @@ def test_async_serial_returns_every_slot(tmp_path, monkeypatch):
     monkeypatch.setattr(fastrl.learning.async_learner, "AsyncLearner", Counting)
     summary, _ = _train(tmp_path, "serial", "engine.serial=true", "engine.executors=2", "run.total_frames=2000")
     assert summary["status"] == "complete"
-    held = [int(ex.row[i]) // (ex.steps + 1) for ex in executors for i in range(len(ex.env_list)) if i not in ex.waiting]
+    held = [int(ex.row[i]) // (ex.steps + 1) for ex in executors for i in range(len(ex.env_list))
+            if i not in ex.waiting]
     full = [decode_full(message, 8)[0] for message in seen["full"] + seen["batch"]]  # (slot, env) messages
     everything = sorted(seen["free"] + full + held)
     assert seen["slots"] == 8 + 2 * 4

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +33,8 @@ from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.config import AtariConfig
 from fastrl.envs.atari import AtariEnv, is_atari_id, parse_atari_id
 from fastrl.envs.atari_screen import StepScreens
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 SHAPES = [(84, 84), (64, 64), (42, 42), (105, 80), (52, 40), (96, 72), (200, 170), (8, 8)]
 

@@ -13,12 +13,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastrl
-from fastrl.config import tomllib  # noqa: I001  (tomli on Python 3.10)
-from fastrl.config import Config, ConfigError, config_from_dict, field_docs, load_config
-from fastrl.run_dir import to_toml
+from fastrl.config import (
+    Config,
+    ConfigError,
+    config_from_dict,
+    field_docs,
+    load_config,
+    tomllib,  # noqa: I001  (tomli on Python 3.10)
+)
 from fastrl.process.faults import RunFailed
 from fastrl.process.supervisor import plan_run
-from tests.conftest import cartpole
+from fastrl.runs.run_dir import to_toml
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 ROOT = Path(__file__).parent.parent
 KEYS = [key for key, _, _ in field_docs()]
@@ -135,12 +143,14 @@ def test_valid_small_configs_run(tmp_path, overrides):
 @pytest.mark.parametrize(
     "env_id, message",
     [
-        ("tests.faulty_envs:tuple_actions", "action space Tuple(Discrete(2), Discrete(2)) is not supported"),
+        ("tests.helpers.faulty_envs:tuple_actions", "action space Tuple(Discrete(2), Discrete(2)) is not supported"),
         ("FrozenLake-v1", "observation space Discrete(16) is not supported; use a Box or a Dict of Boxes"),
         ("tests.nope:make", "cannot import module 'tests.nope'"),
-        ("tests.faulty_envs:nope", "module 'tests.faulty_envs' has no attribute 'nope' and registers no gymnasium id"),
-        ("tests.faulty_envs:not_an_env", "the factory returned object, not a gymnasium.Env"),
-        ("tests.faulty_envs:wrong_shape_at_start", "at start: observation of shape (5,); the observation space declares (4,)"),
+        ("tests.helpers.faulty_envs:nope",
+         "module 'tests.helpers.faulty_envs' has no attribute 'nope' and registers no gymnasium id"),
+        ("tests.helpers.faulty_envs:not_an_env", "the factory returned object, not a gymnasium.Env"),
+        ("tests.helpers.faulty_envs:wrong_shape_at_start",
+         "at start: observation of shape (5,); the observation space declares (4,)"),
     ],
 )
 def test_unusable_envs_are_config_errors(tmp_path, env_id, message):
@@ -161,12 +171,12 @@ def test_unusable_envs_are_config_errors(tmp_path, env_id, message):
     ],
 )
 def test_bad_env_output_mid_run_names_the_env_step_and_action(tmp_path, fault, message):
-    config, base = cartpole(tmp_path, "env.id='tests.faulty_envs:cartpole'", f"env.kwargs={{ fault = '{fault}', at = 12 }}",
-                            "engine.serial=true")
+    config, base = cartpole(tmp_path, "env.id='tests.helpers.faulty_envs:cartpole'",
+                            f"env.kwargs={{ fault = '{fault}', at = 12 }}", "engine.serial=true")
     with pytest.raises(RunFailed) as info:
         fastrl.train(config, base, run_dir=tmp_path / "run")
     assert message in str(info.value)
-    assert "env 'tests.faulty_envs:cartpole' #0 on executor-0" in str(info.value)
+    assert "env 'tests.helpers.faulty_envs:cartpole' #0 on executor-0" in str(info.value)
     assert "in step(action=" in str(info.value) and "(rollout 2)" in str(info.value)
 
 
@@ -187,8 +197,9 @@ def test_cuda_without_a_gpu_is_a_config_error(tmp_path):
 
 
 def test_the_command_exits_2_on_an_unsupported_env(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "fastrl.cli", "train", "--set", "env.id='tests.faulty_envs:tuple_actions'",
+    result = subprocess.run([sys.executable, "-m", "fastrl.cli", "train",
+                             "--set", "env.id='tests.helpers.faulty_envs:tuple_actions'",
                              "--set", f"run.dir='{tmp_path}'"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
-    assert "fastrl: bad config: env 'tests.faulty_envs:tuple_actions': action space Tuple" in result.stderr
+    assert "fastrl: bad config: env 'tests.helpers.faulty_envs:tuple_actions': action space Tuple" in result.stderr
     assert "Traceback" not in result.stderr

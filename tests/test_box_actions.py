@@ -6,13 +6,15 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError
 from fastrl.envs.gym import GymEnv, UnsupportedEnvError, check_spaces
-from fastrl.evaluate import evaluate
-from tests.conftest import cartpole
+from fastrl.evaluation import evaluate
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import cartpole
 
-TARGET = "tests.target_env:make"
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
+TARGET = "tests.helpers.target_env:make"
 
 
 def _train(tmp_path, name, *overrides, env="Pendulum-v1", mode="sync", algo="ppo"):
@@ -27,7 +29,7 @@ def _identical(a: dict, b: dict) -> bool:
 def test_box_and_multi_discrete_are_taken_and_other_spaces_named():
     _, _, box = check_spaces("Pendulum-v1", gym.make("Pendulum-v1"))
     assert (box.kind, box.dims, box.head_size, box.slot_shape, box.slot_dtype) == ("box", 1, 2, (1,), "float32")
-    from tests.target_env import make_multi
+    from tests.helpers.target_env import make_multi
 
     _, _, multi = check_spaces("multi", make_multi())
     assert (multi.kind, multi.nvec, multi.head_size, multi.slot_shape) == ("multi_discrete", (3, 4), 7, (2,))
@@ -42,7 +44,7 @@ def test_box_and_multi_discrete_are_taken_and_other_spaces_named():
 
 
 def test_the_env_gets_the_clipped_action_and_the_slot_keeps_the_sample():
-    from tests.target_env import TargetEnv
+    from tests.helpers.target_env import TargetEnv
 
     seen = []
 
@@ -60,8 +62,8 @@ def test_the_env_gets_the_clipped_action_and_the_slot_keeps_the_sample():
 
 
 def test_an_unusable_action_space_stops_the_run_before_it_starts(tmp_path):
-    with pytest.raises(ConfigError, match=r"env 'tests.faulty_envs:tuple_actions': action space Tuple"):
-        _train(tmp_path, "run", env="tests.faulty_envs:tuple_actions")
+    with pytest.raises(ConfigError, match=r"env 'tests.helpers.faulty_envs:tuple_actions': action space Tuple"):
+        _train(tmp_path, "run", env="tests.helpers.faulty_envs:tuple_actions")
     assert not (tmp_path / "run").exists()
 
 
@@ -82,7 +84,8 @@ def test_box_parameters_do_not_depend_on_process_layout_or_timing(tmp_path, mode
         assert _identical(results[0], other)
 
 
-@pytest.mark.parametrize(("mode", "algo"), [pytest.param("sync", "a2c", marks=pytest.mark.slow), ("hts", "ppo")])  # sync: slow run
+# sync: slow run
+@pytest.mark.parametrize(("mode", "algo"), [pytest.param("sync", "a2c", marks=pytest.mark.slow), ("hts", "ppo")])
 def test_a_box_run_resumed_at_a_checkpoint_equals_the_uninterrupted_one(tmp_path, mode, algo):
     env = "MountainCarContinuous-v0"
     _, whole = _train(tmp_path, "whole", "engine.serial=true", env=env, mode=mode, algo=algo)
@@ -117,7 +120,7 @@ def test_eval_and_load_policy_play_a_box_run(tmp_path):
 
 @pytest.mark.parametrize("mode", [pytest.param("sync", marks=pytest.mark.slow), "hts"])  # sync: slow run
 def test_multi_discrete_runs_and_serial_equals_processes(tmp_path, mode):
-    env = "tests.target_env:make_multi"
+    env = "tests.helpers.target_env:make_multi"
     _, serial = _train(tmp_path, "serial", "engine.serial=true", env=env, mode=mode, algo="a2c")
     _, processes = _train(tmp_path, "processes", "engine.executors=2", "engine.actors=2", env=env, mode=mode,
                           algo="a2c")

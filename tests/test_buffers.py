@@ -10,6 +10,8 @@ from fastrl.buffers.layout import ALIGN, Layout
 from fastrl.buffers.params import SharedParams
 from fastrl.buffers.slots import SlotShape
 
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
+
 
 def test_layout_aligns_every_field():
     layout = Layout.plan([("a", (3,), "uint8"), ("b", (5, 7), "float64"), ("c", (1,), "int64")])
@@ -48,7 +50,8 @@ def test_space_check_names_both_numbers_and_the_knob():
 
 
 def test_storage_is_a_view_of_contiguous_slots():
-    plan = BufferPlan(SlotShape(slots=6, steps=4, obs_shape=(3,), obs_dtype="float32"), n_params=10, learners=1, workers=3)
+    plan = BufferPlan(SlotShape(slots=6, steps=4, obs_shape=(3,), obs_dtype="float32"), n_params=10, learners=1,
+                      workers=3)
     buffers = RunBuffers.create(plan)
     try:
         storage = buffers.slots.storage(3, 3)

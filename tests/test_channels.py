@@ -3,9 +3,17 @@ import numpy as np
 import pytest
 
 from fastrl.sampling.channels import (
-    _int_dumps, _int_loads, decode_go, decode_request, decode_rollout_done, encode_go, encode_request,
+    _int_dumps,
+    _int_loads,
+    decode_go,
+    decode_request,
+    decode_rollout_done,
+    encode_go,
+    encode_request,
     encode_rollout_done,
 )
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 ENVS = [1, 3, 16, 48]
 

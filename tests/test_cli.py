@@ -2,9 +2,14 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
 
 def fastrl(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastrl.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=240)
+    return subprocess.run([sys.executable, "-m", "fastrl.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=240)
 
 
 def test_bad_key_is_exit_2_with_a_suggestion():
@@ -27,8 +32,8 @@ def test_config_lists_every_key():
 
 def test_train_prints_the_summary_and_writes_the_run_dir(tmp_path):
     run_dir = tmp_path / "run"
-    result = fastrl("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=400", "--set", "engine.serial=true",
-                    "--run-dir", str(run_dir))
+    result = fastrl("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=400",
+                    "--set", "engine.serial=true", "--run-dir", str(run_dir))
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["frames"] == 400
@@ -37,8 +42,8 @@ def test_train_prints_the_summary_and_writes_the_run_dir(tmp_path):
 
 def test_resume_continues_a_run_and_refuses_a_config_beside_it(tmp_path):
     run_dir = tmp_path / "run"
-    first = fastrl("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=200", "--set", "engine.serial=true",
-                   "--run-dir", str(run_dir))
+    first = fastrl("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=200",
+                   "--set", "engine.serial=true", "--run-dir", str(run_dir))
     assert first.returncode == 0, first.stderr
     both = fastrl("train", "configs/cartpole_sync.toml", "--resume", str(run_dir))
     assert both.returncode == 2 and "give either CONFIG or --resume" in both.stderr

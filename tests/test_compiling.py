@@ -11,16 +11,18 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import AUTO, Config, ConfigError
 from fastrl.models import compiling
-from fastrl.models.atari import NatureCNN
+from fastrl.models.cnn import NatureCNN
 from fastrl.models.compiling import COMPILE_PAYS_FRAMES, compile_policy, compiles
 from fastrl.models.distributions import distribution_for
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.mlp import MLPPolicy
-from tests.conftest import cartpole
-from tests.test_models import _assert_rows_batch_invariant, _frames
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.batch_invariance import assert_rows_batch_invariant, random_frames
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 COMPILED = "model.compile=true"
 CPU = torch.device("cpu")
@@ -42,13 +44,13 @@ def nature_pair():
     torch.manual_seed(0)
     eager = NatureCNN((4, 84, 84), 6, normalize_obs=True).eval()
     with torch.no_grad():  # statistics away from their prior, so the normaliser's arithmetic is exercised
-        eager.obs_normalizer.observe(_frames(64).float())
+        eager.obs_normalizer.observe(random_frames(64).float())
     return eager, compile_policy(copy.deepcopy(eager), True)
 
 
 def test_compiled_policy_samples_the_actions_of_the_eager_one(nature_pair):
     eager, compiled = nature_pair
-    obs = _frames(40)
+    obs = random_frames(40)
     u = np.random.default_rng(3).random(40)
     with torch.inference_mode():
         outputs = [forward_microbatched(model, obs, 8) for model in (eager, compiled)]
@@ -63,7 +65,7 @@ def test_compiled_policy_samples_the_actions_of_the_eager_one(nature_pair):
 
 
 def test_compiled_micro_batches_are_batch_invariant(nature_pair):
-    _assert_rows_batch_invariant(nature_pair[1], _frames(24), 8, np.random.default_rng(1), extra_partitions=1)
+    assert_rows_batch_invariant(nature_pair[1], random_frames(24), 8, np.random.default_rng(1), extra_partitions=1)
 
 
 def test_a_copy_of_a_compiled_policy_computes_with_its_own_parameters(nature_pair):
@@ -73,7 +75,7 @@ def test_a_copy_of_a_compiled_policy_computes_with_its_own_parameters(nature_pai
     with torch.no_grad():
         for p in twin.parameters():
             p.mul_(2.0)
-        obs = _frames(8)
+        obs = random_frames(8)
         assert not torch.equal(twin(obs)[1], compiled(obs)[1])
     assert list(twin.state_dict()) == list(NatureCNN((4, 84, 84), 6, normalize_obs=True).state_dict())
 

@@ -10,6 +10,8 @@ from fastrl.sampling.actor import Actor
 from fastrl.sampling.executor import Executor
 from fastrl.sampling.inline import InlinePair
 
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
+
 PROTOCOL = sorted(name for name in vars(Component) if not name.startswith("_"))
 
 

@@ -5,7 +5,8 @@ import pytest
 
 from fastrl.process.core_rotation import CoreRotation
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
+pytestmark = [pytest.mark.unit,
+              pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")]
 
 
 @pytest.fixture

@@ -1,23 +1,25 @@
 """Dict observations: the flatten order, the packed image + vector row, the multi model, the spaces
-refused by name, determinism across process layouts, eval and load_policy (envs: tests/dict_envs.py)."""
+refused by name, determinism across process layouts, eval and load_policy (envs: tests/helpers/dict_envs.py)."""
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 import fastrl
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError
 from fastrl.envs.gym import EnvOutputError, GymEnv, UnsupportedEnvError
 from fastrl.envs.obs_layout import ALIGN
-from fastrl.evaluate import evaluate
+from fastrl.evaluation import evaluate
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.registry import build_model
-from tests import dict_envs
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers import dict_envs
+from tests.helpers.runs import cartpole
 
-CARTPOLE = "tests.dict_envs:cartpole"
-IMAGE_VECTOR = "tests.dict_envs:image_vector"
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
+CARTPOLE = "tests.helpers.dict_envs:cartpole"
+IMAGE_VECTOR = "tests.helpers.dict_envs:image_vector"
 # the multi model with a small impala trunk (the 12x12 test image is too small for the Nature CNN)
 SMALL_CNN = "model.name='multi'", "model.kwargs={cnn='impala', channels=[8]}"
 
@@ -96,7 +98,7 @@ def test_a_part_fastrl_cannot_take_is_named(kind, key, what):
 
 def test_a_refused_part_stops_the_run_before_any_worker_starts(tmp_path):
     with pytest.raises(ConfigError, match=r"observation part 'extra' Text\(.*is not supported"):
-        _train(tmp_path, "run", env="tests.dict_envs:with_space")
+        _train(tmp_path, "run", env="tests.helpers.dict_envs:with_space")
     assert not (tmp_path / "run").exists()
 
 
@@ -194,7 +196,8 @@ X2A2 = ("x2a2", ("engine.executors=2", "engine.actors=2", "engine.step_delay_s=0
 
 
 @pytest.mark.parametrize("env, extra, layouts", [
-    pytest.param(CARTPOLE, ("model.normalize_obs=true",), (SERIAL, X1A1, X2A2), marks=pytest.mark.slow),  # the flat Dict: slow run
+    # the flat Dict: slow run
+    pytest.param(CARTPOLE, ("model.normalize_obs=true",), (SERIAL, X1A1, X2A2), marks=pytest.mark.slow),
     (IMAGE_VECTOR, (*SMALL_CNN, "model.normalize_obs=true"), (SERIAL, X2A2)),  # the multi model in micro-batches
 ])
 def test_dict_runs_do_not_depend_on_process_layout(tmp_path, env, extra, layouts):
@@ -216,7 +219,8 @@ def test_the_image_vector_env_trains_with_the_multi_model(tmp_path):
     checkpoint = load_checkpoint(run)["model"]
     assert any(key.startswith("image_trunk.") for key in checkpoint)
     assert all(bool(torch.isfinite(value).all()) for value in checkpoint.values())
-    assert summary["final_return_mean"] > 0.62  # chance is 0.5 (sd of a 200-episode mean 0.035); seeds 0-1 gave 0.73-0.77
+    # chance is 0.5 (sd of a 200-episode mean 0.035); seeds 0-1 gave 0.73-0.77
+    assert summary["final_return_mean"] > 0.62
 
 
 def test_eval_and_load_policy_play_dict_runs(tmp_path):
@@ -233,7 +237,7 @@ def test_eval_and_load_policy_play_dict_runs(tmp_path):
 
 
 def test_auto_gives_a_small_image_beside_vectors_the_impala_trunk():
-    from fastrl.models.atari import ImpalaResNet
+    from fastrl.models.cnn import ImpalaResNet
 
     layout = GymEnv("iv", dict_envs.image_vector(size=12)).obs_layout
     model = build_model("auto", layout.row_shape, np.uint8, 2, obs_layout=layout)

@@ -5,8 +5,10 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.checkpoint import load_checkpoint
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 def _train(tmp_path, name, *overrides, mode="sync"):
@@ -27,7 +29,8 @@ def _assert_identical(a, b):
 
 
 # one run per mode and per algorithm in the default set, the other pairs in the slow run
-@pytest.mark.parametrize(("mode", "algo"), [("sync", "ppo"), ("hts", "a2c"), pytest.param("sync", "a2c", marks=pytest.mark.slow),
+@pytest.mark.parametrize(("mode", "algo"), [("sync", "ppo"), ("hts", "a2c"),
+                                            pytest.param("sync", "a2c", marks=pytest.mark.slow),
                                             pytest.param("hts", "ppo", marks=pytest.mark.slow)])
 def test_run_writes_summary_metrics_config_and_checkpoint(tmp_path, mode, algo):
     summary, run_dir = _train(tmp_path, "run", "run.total_frames=4000", f"algo.name='{algo}'", mode=mode)

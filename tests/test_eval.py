@@ -10,10 +10,12 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError
-from fastrl.evaluate import learner_index, resolve_checkpoint, run_dir_of
-from tests.conftest import cartpole
+from fastrl.evaluation import learner_index, resolve_checkpoint, run_dir_of
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 SUMMARY_KEYS = {"checkpoint", "params", "episodes", "return_mean", "return_std", "return_min", "return_max",
                 "length_mean", "returns", "lengths", "truncated", "env_id", "frames", "greedy", "seed"}
@@ -127,7 +129,8 @@ def test_evaluation_leaves_torch_threads_and_rng_alone(run_dir):
     ({"max_steps": 0}, "max_steps = 0: expected None"),
     ({"params": "best"}, "params = 'best' is not one of 'auto', 'average' or 'learner-<i>'"),
     ({"params": "average"}, "this run has one learner; --params average applies to gala runs"),
-    ({"params": "learner-0"}, "has one learner (no checkpoints/learner-<i>/); --params learner-<i> applies to gala runs"),
+    ({"params": "learner-0"},
+     "has one learner (no checkpoints/learner-<i>/); --params learner-<i> applies to gala runs"),
 ])
 def test_bad_input_is_a_config_error_naming_the_value(run_dir, kwargs, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -161,12 +164,14 @@ def test_gala_average_and_each_learner(gala_dir):
     assert learner1["returns"] != average["returns"]  # zero parameters: always action 0, CartPole falls in ~10 steps
     auto_learner = fastrl.evaluate(checkpoints / "learner-1" / "latest.pt", episodes=2, greedy=True)
     assert auto_learner["params"] == "learner-1" and auto_learner["returns"] == learner1["returns"]
-    from_learner_file = fastrl.evaluate(checkpoints / "learner-1" / "latest.pt", episodes=2, params="average", greedy=True)
+    from_learner_file = fastrl.evaluate(checkpoints / "learner-1" / "latest.pt", episodes=2, params="average",
+                                        greedy=True)
     assert from_learner_file["checkpoint"] == str(checkpoints / "latest.pt")
 
 
 def test_gala_missing_learner_names_the_ones_there(gala_dir):
-    with pytest.raises(ConfigError, match=re.escape("has no learner-5 checkpoint") + ".*its learners are learner-0, learner-1"):
+    with pytest.raises(ConfigError,
+                       match=re.escape("has no learner-5 checkpoint") + ".*its learners are learner-0, learner-1"):
         fastrl.evaluate(gala_dir, params="learner-5")
     for params in ("learner-0", "0", 0):
         path, which = resolve_checkpoint(gala_dir / "checkpoints", params)

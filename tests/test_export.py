@@ -10,7 +10,9 @@ import torch
 import fastrl
 from fastrl import cli
 from fastrl.config import ConfigError
-from tests.conftest import cartpole
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 FORMATS = ["onnx", "torchscript"]
 TOLERANCE = 1e-5
@@ -123,7 +125,7 @@ def test_bad_input_is_named_before_anything_is_written(pong_run, tmp_path, monke
         fastrl.export_policy(pong_run, "torchscript", out=tmp_path)
     with pytest.raises(ConfigError, match="nothing to evaluate at"):
         fastrl.export_policy(tmp_path / "nope", "torchscript")
-    import fastrl.export as export
+    import fastrl.evaluation.export as export
 
     monkeypatch.setattr(export, "_importable", lambda name: name != "onnxruntime")
     with pytest.raises(ConfigError, match=r"needs onnxruntime: pip install 'fastrl\[export\]'"):
@@ -138,9 +140,10 @@ def test_a_masked_dict_policy_is_fed_its_flattened_row_and_masks_inside(tmp_path
     import gymnasium as gym
 
     from fastrl.models.action_mask import MASKED_LOGIT
-    from tests import masked_env
+    from tests.helpers import masked_env
 
-    run_dir = _train(tmp_path, "masked", "env.id='tests.masked_env:masked'", "algo.name='ppo'", "algo.minibatches=2",
+    run_dir = _train(tmp_path, "masked", "env.id='tests.helpers.masked_env:masked'", "algo.name='ppo'",
+                     "algo.minibatches=2",
                      "model.normalize_obs=true", "engine.serial=true")
     exported = fastrl.export_policy(run_dir, fmt, greedy=True)
     env = masked_env.masked()
@@ -156,14 +159,14 @@ def test_a_masked_dict_policy_is_fed_its_flattened_row_and_masks_inside(tmp_path
     assert mask[np.arange(64), action].all()  # the greedy action is an allowed one
 
 
-def test_the_readmes_onnxruntime_example_runs_without_fastrl(tmp_path):
+def test_the_docs_onnxruntime_example_runs_without_fastrl(tmp_path):
     import re
     import subprocess
     import sys
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Exporting a policy"):]
+    page = (Path(__file__).parent.parent / "docs" / "evaluation-and-export.md").read_text()
+    section = page[page.index("### Exporting a policy"):]
     example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert "fastrl" not in example.replace("runs/<run>/policy.onnx", "")
     run_dir = _train(tmp_path, "cartpole", "algo.name='ppo'", "algo.minibatches=2", "engine.serial=true")

@@ -1,7 +1,7 @@
 """Every fault ends a run the same way: workers stopped, a checkpoint of the last good parameters,
 no shared memory left (the autouse fixture), one message naming what failed and where.
 
-Faults are injected: envs that fail on purpose (tests/faulty_envs.py), ``kill -9`` and
+Faults are injected: envs that fail on purpose (tests/helpers/faulty_envs.py), ``kill -9`` and
 ``SIGSTOP`` of a worker found in the run's pids.json.
 """
 import json
@@ -13,9 +13,11 @@ import pytest
 
 import fastrl
 from fastrl.process.faults import RunFailed
-from tests.conftest import assert_cleaned_up, cartpole, wait_for_pids
+from tests.helpers.runs import assert_cleaned_up, cartpole, wait_for_pids
 
-FAULTY = "env.id='tests.faulty_envs:cartpole'"
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
+FAULTY = "env.id='tests.helpers.faulty_envs:cartpole'"
 LONG = ["run.total_frames=10_000_000", "run.max_seconds=60"]  # ended by the fault, not the budget
 
 
@@ -42,7 +44,7 @@ def _after_ready(run_dir, action):
 
 def test_env_exception_names_the_env_step_and_traceback(tmp_path):
     message, run_dir = _fail(tmp_path, FAULTY, "env.kwargs={fault='raise', at=23}", "engine.executors=2", *LONG)
-    assert "executor-" in message and "env 'tests.faulty_envs:cartpole' #" in message
+    assert "executor-" in message and "env 'tests.helpers.faulty_envs:cartpole' #" in message
     assert "raised RuntimeError: step 23 failed on purpose, in step(action=" in message
     assert "(rollout 4)" in message  # step 23 of each env is in rollout 4 (steps 20..24)
     assert 'faulty_envs.py", line' in message  # the env's own traceback
@@ -108,14 +110,14 @@ def test_a_killed_worker_ends_the_run_within_seconds(tmp_path, victim):
 def test_a_hung_env_step_is_named_by_the_watchdog(tmp_path):
     message, run_dir = _fail(tmp_path, FAULTY, "env.kwargs={fault='hang', at=30}", "reliability.watchdog_s=1.5", *LONG)
     assert "executor-0 (pid " in message and "has made no progress for" in message
-    assert "stuck in env 'tests.faulty_envs:cartpole' #" in message and "in the step of action" in message
+    assert "stuck in env 'tests.helpers.faulty_envs:cartpole' #" in message and "in the step of action" in message
     assert "executor-0's stack:" in message and 'faulty_envs.py", line' in message  # where it is stuck
     checkpoint = assert_cleaned_up(run_dir)
     assert checkpoint["kind"] in ("stop", "barrier")
 
 
 def test_a_stuck_learner_is_named_and_its_published_weights_are_saved(tmp_path):
-    message, run_dir = _fail(tmp_path, "model.name='tests.faulty_models:hangs_in_learner'",
+    message, run_dir = _fail(tmp_path, "model.name='tests.helpers.faulty_models:hangs_in_learner'",
                              "reliability.watchdog_s=1.5", *LONG)
     assert "learner-0 (pid " in message and "has made no progress" in message and "not inside an env call" in message
     assert "learner-0's stack:" in message and 'faulty_models.py", line' in message

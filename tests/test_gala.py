@@ -9,14 +9,16 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.algos import gossip as math_
+from fastrl.algos import gossip_bounds as math_
 from fastrl.buffers import BufferPlan, RunBuffers
 from fastrl.buffers.control import Stat
 from fastrl.buffers.slots import SlotShape
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError, GalaConfig, load_config
 from fastrl.learning.gossip import Gossip
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 def _gala(tmp_path, name, *overrides, learners=4):
@@ -38,11 +40,13 @@ def _equal(a, b):
 
 @pytest.mark.parametrize(("overrides", "message"), [
     (["engine.mode='gala'", "engine.learners=1"], r"needs engine.learners >= 2"),
-    (["engine.mode='gala'", "engine.learners=3", "engine.envs=16"], r"engine.envs = 16 must be a multiple of engine.learners = 3"),
+    (["engine.mode='gala'", "engine.learners=3", "engine.envs=16"],
+     r"engine.envs = 16 must be a multiple of engine.learners = 3"),
     (["engine.mode='gala'", "engine.learners=4", "algo.name='ppo'"], r"learns with algo.name = 'a2c'"),
     (["engine.mode='gala'", "engine.learners=4", "engine.serial=true"], r"engine.serial = true cannot run gala"),
     (["engine.mode='sync'", "engine.learners=2"], r"engine.learners = 2 needs engine.mode = 'gala'"),
-    (["engine.mode='gala'", "engine.learners=4", "gala.mixing='star'"], r"gala.mixing = 'star': allowed values are 'ring', 'allreduce', 'none'"),
+    (["engine.mode='gala'", "engine.learners=4", "gala.mixing='star'"],
+     r"gala.mixing = 'star': allowed values are 'ring', 'allreduce', 'none'"),
     (["engine.mode='gala'", "engine.learners=4", "gala.max_staleness=-1"], r"gala.max_staleness"),
 ])
 def test_bad_gala_settings_are_named_before_anything_starts(overrides, message):
@@ -195,7 +199,8 @@ def test_gala_ring_run_logs_per_learner_metrics_and_checkpoints(tmp_path):
     assert bound is None or summary["consensus_radius"] <= bound
     line = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
     assert {"consensus_radius", "consensus_bound", "learners"} <= line.keys()
-    assert {"updates_per_s", "return_mean", "consensus_distance", "consensus_bound", "update_norm"} <= line["learners"][0].keys()
+    assert ({"updates_per_s", "return_mean", "consensus_distance", "consensus_bound", "update_norm"}
+            <= line["learners"][0].keys())
     average = load_checkpoint(run_dir)
     models = _learner_models(run_dir, 4)
     assert average["gala"]["learners"] == 4 and average["kind"] == "gala-average"
@@ -204,7 +209,8 @@ def test_gala_ring_run_logs_per_learner_metrics_and_checkpoints(tmp_path):
     assert not _equal(models[0], models[1])  # ring mixing does not make them identical
 
 
-@pytest.mark.parametrize("base", [pytest.param("sync", marks=pytest.mark.slow), "hts"])  # sync: the same gossip, in the slow run
+# sync: the same gossip, in the slow run
+@pytest.mark.parametrize("base", [pytest.param("sync", marks=pytest.mark.slow), "hts"])
 def test_allreduce_keeps_learners_bit_identical(tmp_path, base):
     summary, run_dir = _gala(tmp_path, "allreduce", "engine.envs=8", "run.total_frames=1600",
                              "gala.mixing='allreduce'", f"gala.base='{base}'", "engine.executors=2",
@@ -215,7 +221,8 @@ def test_allreduce_keeps_learners_bit_identical(tmp_path, base):
     assert summary["consensus_radius"] == 0.0
 
 
-@pytest.mark.parametrize("base", [pytest.param("sync", marks=pytest.mark.slow), "hts"])  # sync: the same gossip, in the slow run
+# sync: the same gossip, in the slow run
+@pytest.mark.parametrize("base", [pytest.param("sync", marks=pytest.mark.slow), "hts"])
 def test_fixed_gossip_schedule_is_bit_reproducible_across_process_layouts(tmp_path, base):
     """gala.deterministic: the same seed with 1 or 2 executors/actors and random delays gives every
     learner bit-identical parameters."""

@@ -1,4 +1,4 @@
-"""torchrun's gradient all-reduce in buckets started during backward (fastrl/learning/gradient_buckets.py).
+"""torchrun's gradient all-reduce in buckets started during backward (fastrl/ranks/gradient_buckets.py).
 
 In one process, a stand-in collective (``FakeRanks``) records what each rank would issue: the order
 and sizes of the buckets, and when during backward each starts. Across two real gloo ranks, the
@@ -10,8 +10,10 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from fastrl.learning.cohort import Cohort
-from fastrl.learning.gradient_buckets import OverlappedAllReduce, bucket_layout
+from fastrl.ranks.cohort import Cohort
+from fastrl.ranks.gradient_buckets import OverlappedAllReduce, bucket_layout
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 def _net() -> torch.nn.Module:
@@ -148,7 +150,7 @@ def _rank(rank: int, port: int, out: dict) -> None:
 
 
 def test_two_gloo_ranks_get_the_same_mean_overlapped_or_not():
-    from fastrl.bench.multinode import free_port
+    from fastrl.bench.rank_group import free_port
 
     with mp.Manager() as manager:
         out = manager.dict()

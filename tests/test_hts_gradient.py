@@ -3,51 +3,19 @@
 A linear softmax policy on CartPole, plain SGD and no clipping, so each update is
 θ ← θ - lr * g with g the A2C gradient, which we compute here analytically in numpy.
 """
-import copy
 
 import numpy as np
-import torch
+import pytest
 
 import fastrl
 import fastrl.learning.learner
-from fastrl.checkpoint import load_checkpoint
-from fastrl.learning.learner import Learner
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.recording import RecordingLearner
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 LR, GAMMA, VALUE_COEF, ENTROPY_COEF = 0.05, 0.9, 0.5, 0.1
 ENVS, STEPS, ROLLOUTS = 4, 3, 4
-
-
-class LinearPolicy(torch.nn.Module):
-    def __init__(self, obs_shape, n_actions):
-        super().__init__()
-        self.pi = torch.nn.Linear(obs_shape[0], n_actions)
-        self.v = torch.nn.Linear(obs_shape[0], 1)
-
-    def forward(self, obs):
-        x = obs.float()
-        return self.pi(x), self.v(x).squeeze(-1)
-
-
-def linear_policy(obs_shape, n_actions):
-    return LinearPolicy(obs_shape, n_actions)
-
-
-class RecordingLearner(Learner):
-    """Keeps a copy of each rollout's data and of the published parameters it acted with, at each barrier.
-
-    The envs run ahead, so at barrier j the learner's model is already θ_{j+1}: θ_j is read back
-    from the weight slot rollout j's actors used, which also checks that slot was not overwritten."""
-
-    records: list = []
-
-    def _barrier(self):
-        storage = self.buffers.slots.storage(self.mode.first_slot(self.rollout, self.spec.envs), self.spec.envs)
-        acted = copy.deepcopy(self.model)
-        weights = self.weights[self.rollout % len(self.weights)]
-        assert weights.snapshot_into(acted) == self.rollout
-        params = {k: v.detach().double().numpy().copy() for k, v in acted.state_dict().items()}
-        RecordingLearner.records.append(({k: v.copy() for k, v in storage.items()}, params))
-        super()._barrier()
 
 
 def a2c_gradient(theta: dict, data: dict) -> dict:
@@ -90,9 +58,9 @@ def test_hts_learns_with_the_gradient_of_the_behaviour_parameters(tmp_path, monk
     overrides = [
         "env.id='CartPole-v1'", "engine.mode='hts'", "engine.serial=true", f"engine.envs={ENVS}",
         f"engine.rollout={STEPS}", f"run.total_frames={ENVS * STEPS * ROLLOUTS}", "run.progress=false",
-        f"run.dir='{tmp_path}'", "model.name='tests.test_hts_gradient:linear_policy'", "algo.optimizer='sgd'",
+        f"run.dir='{tmp_path}'", "model.name='tests.helpers.recording:linear_policy'", "algo.optimizer='sgd'",
         f"algo.lr={LR}", "algo.max_grad_norm=0", f"algo.gamma={GAMMA}", f"algo.value_coef={VALUE_COEF}",
-        f"algo.entropy_coef={ENTROPY_COEF}",
+        f"algo.entropy_coef={ENTROPY_COEF}", "algo.name='a2c'", "algo.lr_schedule='constant'",
     ]
     fastrl.train({}, overrides, run_dir=tmp_path / "run")
     records = RecordingLearner.records

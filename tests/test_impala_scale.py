@@ -1,8 +1,13 @@
-"""configs/pong_impala_paper.toml is the IMPALA paper's Atari settings turned from its summed loss into fastrl's means."""
+"""configs/pong_impala_paper.toml is the IMPALA paper's Atari settings turned from its summed loss into
+fastrl's means."""
 import math
 from pathlib import Path
 
+import pytest
+
 from fastrl.config import load_config
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 PAPER = {"baseline_cost": 0.5, "entropy_cost": 0.01, "lr": 6e-4, "rmsprop_eps": 0.01, "grad_clip": 40.0,
          "unroll": 20, "batch": 32, "gamma": 0.99, "actors": 48}

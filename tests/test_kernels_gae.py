@@ -1,8 +1,12 @@
 import numpy as np
-from hypothesis import given, settings, strategies as st
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from csrc_free_kernels.gae import gae, gae_reference
 from csrc_free_kernels.returns import nstep_returns
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 SETTINGS = settings(max_examples=30, deadline=None, database=None)
 

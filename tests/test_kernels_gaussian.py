@@ -4,15 +4,25 @@ import math
 from statistics import NormalDist
 
 import numpy as np
+import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from csrc_free_kernels.sampling import (
-    U_EPS, ndtri, sample_gaussian, sample_gaussian_reference, sample_gaussian_rows_kernel, sample_multi,
-    sample_multi_reference, sample_multi_rows_kernel,
+from csrc_free_kernels.action_sampling import (
+    U_EPS,
+    ndtri,
+    sample_gaussian,
+    sample_gaussian_reference,
+    sample_gaussian_rows_kernel,
+    sample_multi,
+    sample_multi_reference,
+    sample_multi_rows_kernel,
 )
 from fastrl.envs.actions import ActionSpec
 from fastrl.models.distributions import distribution_for
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 SETTINGS = settings(max_examples=25, deadline=None, database=None)
 

@@ -1,7 +1,11 @@
 import numpy as np
-from hypothesis import given, settings, strategies as st
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from csrc_free_kernels.returns import nstep_returns, nstep_returns_reference
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 SETTINGS = settings(max_examples=30, deadline=None, database=None)
 

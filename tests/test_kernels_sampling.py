@@ -1,8 +1,12 @@
 import numpy as np
+import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from csrc_free_kernels.sampling import sample_from_u, sample_from_u_reference, sample_rows_kernel
+from csrc_free_kernels.action_sampling import sample_from_u, sample_from_u_reference, sample_rows_kernel
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 SETTINGS = settings(max_examples=30, deadline=None, database=None)
 

@@ -10,13 +10,17 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from csrc_free_kernels.gae import gae, gae_reference
 from csrc_free_kernels.returns import nstep_returns, nstep_returns_reference
-from csrc_free_kernels.step_end import TERMINATED as END, TRUNCATED as CUT
+from csrc_free_kernels.step_end import TERMINATED as END
+from csrc_free_kernels.step_end import TRUNCATED as CUT
 from csrc_free_kernels.vtrace import vtrace, vtrace_reference
-from fastrl.algos.vtrace import vtrace_torch
+from fastrl.algos.vtrace_torch import vtrace_torch
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 SETTINGS = settings(max_examples=30, deadline=None, database=None)
 GAMMA = 0.5
@@ -28,7 +32,8 @@ FINAL = np.array([[NAN, 5, NAN, NAN], [NAN, NAN, NAN, 6], [NAN, NAN, 8, NAN], [N
 
 # R_t by hand: a truncated step is r + gamma * final, a terminated one r, the last one r + gamma * 10
 RETURNS = [[1 + .5 * (2 + .5 * 5), 2 + .5 * 5, 3 + .5 * (4 + .5 * 10), 4 + .5 * 10],
-           [1 + .5 * (2 + .5 * (3 + .5 * (4 + .5 * 6))), 2 + .5 * (3 + .5 * (4 + .5 * 6)), 3 + .5 * (4 + .5 * 6), 4 + .5 * 6],
+           [1 + .5 * (2 + .5 * (3 + .5 * (4 + .5 * 6))), 2 + .5 * (3 + .5 * (4 + .5 * 6)), 3 + .5 * (4 + .5 * 6),
+            4 + .5 * 6],
            [1 + .5 * 2, 2, 3 + .5 * 8, 4 + .5 * 10],
            [1 + .5 * (2 + .5 * 8), 2 + .5 * 8, 3, 4 + .5 * 10]]
 # GAE, lambda = 0.5 (gamma lambda = 0.25): deltas r + gamma next - V, summed until any end

@@ -1,13 +1,17 @@
 import math
 
 import numpy as np
+import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from csrc_free_kernels.gae import gae
 from csrc_free_kernels.returns import nstep_returns
 from csrc_free_kernels.vtrace import vtrace, vtrace_reference
-from fastrl.algos.vtrace import vtrace_torch
+from fastrl.algos.vtrace_torch import vtrace_torch
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 SETTINGS = settings(max_examples=30, deadline=None, database=None)
 CLIPS = st.sampled_from([0.5, 1.0, 2.0, math.inf])

@@ -3,6 +3,8 @@ import pytest
 
 import fastrl
 
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
@@ -35,7 +37,8 @@ def test_each_pong_a2c_jobs_optimizer_and_inputs_reach_475_in_its_mode(tmp_path,
 
     with open(f"configs/{pong}.toml", "rb") as f:
         job = tomllib.load(f)
-    settings = [f"algo.optimizer='{job['algo']['optimizer']}'", f"model.normalize_obs={str(job['model']['normalize_obs']).lower()}"]
+    settings = [f"algo.optimizer='{job['algo']['optimizer']}'",
+                f"model.normalize_obs={str(job['model']['normalize_obs']).lower()}"]
     summary = fastrl.train(f"configs/{config}.toml", ["run.progress=false", f"run.dir='{tmp_path}'", *settings],
                            run_dir=tmp_path / config)
     returns = ([entry["return_mean"] for entry in summary["learners"]] if "learners" in summary

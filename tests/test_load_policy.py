@@ -3,9 +3,11 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 OBS = torch.zeros(5, 4)  # five CartPole observations
 

@@ -12,7 +12,9 @@ from fastrl.config import ConfigError, EnvConfig
 from fastrl.envs.actions import UnsupportedEnvError
 from fastrl.envs.minigrid import MiniGridObservation
 from fastrl.envs.registry import make_env
-from tests.conftest import cartpole
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 DOORKEY = "MiniGrid-DoorKey-5x5-v0"
 

@@ -36,8 +36,10 @@ from fastrl.models import (
 )
 from fastrl.models import microbatch as microbatch_module
 from fastrl.models import registry as registry_module
+from tests.helpers.batch_invariance import ATARI, assert_rows_batch_invariant, random_frames
 
-ATARI = (4, 84, 84)
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
+
 CARTPOLE = (4,)
 
 
@@ -48,11 +50,6 @@ def _seeded_two_threads():
     torch.manual_seed(0)
     yield
     torch.set_num_threads(threads)
-
-
-def _frames(n: int, shape=ATARI, seed: int = 1) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 256, (n, *shape), dtype=torch.uint8, generator=g)
 
 
 def _vectors(n: int, shape=CARTPOLE, seed: int = 1) -> torch.Tensor:
@@ -67,10 +64,10 @@ def _vectors(n: int, shape=CARTPOLE, seed: int = 1) -> torch.Tensor:
     (lambda: MLPPolicy(CARTPOLE, 2), lambda: _vectors(3)),
     (lambda: MLPPolicy(CARTPOLE, 2, hidden=()), lambda: _vectors(3)),
     (lambda: MLPPolicy((2, 3), 5, hidden=[32]), lambda: _vectors(3, (2, 3))),
-    (lambda: NatureCNN(ATARI, 6), lambda: _frames(3)),
-    (lambda: ShallowCNN(ATARI, 6), lambda: _frames(3)),
-    (lambda: ImpalaResNet(ATARI, 6), lambda: _frames(2)),
-    (lambda: ImpalaResNet(ATARI, 6, channels=(8, 16)), lambda: _frames(2)),
+    (lambda: NatureCNN(ATARI, 6), lambda: random_frames(3)),
+    (lambda: ShallowCNN(ATARI, 6), lambda: random_frames(3)),
+    (lambda: ImpalaResNet(ATARI, 6), lambda: random_frames(2)),
+    (lambda: ImpalaResNet(ATARI, 6, channels=(8, 16)), lambda: random_frames(2)),
 ])
 def test_forward_shapes_and_dtypes(model_fn, obs):
     model, x = model_fn(), obs()
@@ -84,7 +81,7 @@ def test_forward_shapes_and_dtypes(model_fn, obs):
 @pytest.mark.parametrize("cls", [NatureCNN, ShallowCNN, ImpalaResNet])
 @pytest.mark.parametrize("shape", [(1, 84, 84), (4, 64, 64), (3, 84, 100)])
 def test_image_models_size_features_from_obs_shape(cls, shape):
-    logits, value = cls(shape, 3)(_frames(2, shape))
+    logits, value = cls(shape, 3)(random_frames(2, shape))
     assert logits.shape == (2, 3) and value.shape == (2,)
 
 
@@ -96,7 +93,7 @@ def test_shallow_is_a_different_size_from_nature():
 @pytest.mark.parametrize("cls", [NatureCNN, ShallowCNN, ImpalaResNet])
 def test_uint8_frames_are_scaled_by_1_over_255(cls):
     model = cls(ATARI, 4)
-    x = _frames(2)
+    x = random_frames(2)
     got = model(x)
     want = model(x.float() / 255.0)  # float observations pass through unscaled
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
@@ -288,45 +285,23 @@ def test_register_model(monkeypatch):
 # ---------------------------------------------------------------- micro-batched forward
 
 
-def _assert_rows_batch_invariant(model, x, micro_batch, rng, extra_partitions=3):
-    """Every row's output is bit-identical to the row forwarded alone, in batches of 1..len(x)
-    (random subsets in random order) and in random partitions of a permutation of all rows."""
-    n = x.shape[0]
-    with torch.inference_mode():
-        alone = [forward_microbatched(model, x[i:i + 1], micro_batch) for i in range(n)]
-
-        def check(idx):
-            logits, value = forward_microbatched(model, x[idx], micro_batch)
-            for row, i in enumerate(idx.tolist()):
-                assert torch.equal(logits[row], alone[i][0][0]), (len(idx), i)
-                assert torch.equal(value[row], alone[i][1][0]), (len(idx), i)
-
-        for size in range(1, n + 1):
-            check(torch.from_numpy(rng.permutation(n)[:size]))
-        for _ in range(extra_partitions):
-            perm = torch.from_numpy(rng.permutation(n))
-            cuts = np.sort(rng.choice(np.arange(1, n), size=rng.integers(1, 8), replace=False))
-            for part in np.split(perm.numpy(), cuts):
-                check(torch.from_numpy(part))
-
-
 # 16 and 32 hold on every CPU measured; 8 holds for the CNNs but not for the MLP on an AVX-512
 # Xeon (odd rows of an 8-row GEMM take another path there), hence the engine's default of 16.
 @pytest.mark.parametrize("micro_batch", [16, 32])
 def test_microbatched_forward_is_batch_invariant_mlp(micro_batch):
-    _assert_rows_batch_invariant(MLPPolicy(CARTPOLE, 3), _vectors(40), micro_batch, np.random.default_rng(0))
+    assert_rows_batch_invariant(MLPPolicy(CARTPOLE, 3), _vectors(40), micro_batch, np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("precision,micro_batch", [("fp32", 16), ("fp32", 8), ("bf16", 16), ("bf16", 8)])
 def test_microbatched_forward_is_batch_invariant_nature_cnn(precision, micro_batch):
     model = NatureCNN(ATARI, 6)
     model.set_precision(precision)
-    _assert_rows_batch_invariant(model, _frames(40), micro_batch, np.random.default_rng(1), extra_partitions=1)
+    assert_rows_batch_invariant(model, random_frames(40), micro_batch, np.random.default_rng(1), extra_partitions=1)
 
 
 def test_bf16_policy_keeps_float32_parameters_and_outputs_close_to_fp32():
     model = NatureCNN(ATARI, 6)
-    x = _frames(8)
+    x = random_frames(8)
     with torch.no_grad():
         reference = model(x)
         model.set_precision("bf16")
@@ -358,12 +333,12 @@ def test_precision_resolution_and_models_without_bf16(monkeypatch):
 
 def test_microbatched_matches_plain_forward_and_handles_edges():
     model = NatureCNN(ATARI, 6)
-    x = _frames(7)
+    x = random_frames(7)
     with torch.no_grad():
         torch.testing.assert_close(forward_microbatched(model, x, 3), model(x))
         logits, value = forward_microbatched(model, x[:0], 4)
         assert logits.shape == (0, 6) and value.shape == (0,)
-        strided = _frames(8)[::2]  # non-contiguous rows
+        strided = random_frames(8)[::2]  # non-contiguous rows
         torch.testing.assert_close(forward_microbatched(model, strided, 3), model(strided.contiguous()))
     with pytest.raises(ValueError, match="micro_batch"):
         forward_microbatched(model, x, 0)
@@ -390,7 +365,7 @@ def test_microbatched_with_grad_backpropagates():
 
 
 def test_auto_gives_images_below_36x36_the_impala_resnet():
-    from fastrl.models.atari import ImpalaResNet, NatureCNN
+    from fastrl.models.cnn import ImpalaResNet, NatureCNN
     from fastrl.models.registry import build_model
 
     assert isinstance(build_model("auto", (4, 84, 84), np.uint8, 6), NatureCNN)

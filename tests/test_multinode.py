@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,39 +16,15 @@ import torch
 import fastrl
 from fastrl.buffers.arena import list_segments, segment_owner_pid
 from fastrl.config import ConfigError, load_config
-from fastrl.process.ranks import launched, local_config
-from tests.conftest import pid_alive
+from fastrl.ranks.launch import launched, local_config
+from tests.helpers.runs import pid_alive
+from tests.helpers.torchrun import QUICK, _finish, _rank_dir, _torchrun
 
-ROOT = Path(__file__).parent.parent
-QUICK = ["run.progress=false", "engine.envs=8", "engine.executors=1", "engine.actors=1", "run.log_interval_s=0.5"]
-
-
-def _sets(overrides) -> list[str]:
-    return [arg for o in overrides for arg in ("--set", o)]
-
-
-def _torchrun(run_dir: Path, config: str, *overrides: str, ranks: int = 2, launcher=()) -> subprocess.Popen:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}", *launcher,
-               "-m", "fastrl", "train", config, "--run-dir", str(run_dir), *_sets(overrides)]
-    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-
-def _finish(proc: subprocess.Popen, timeout: float = 150) -> str:
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    return err
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 def _params(run_dir: Path) -> dict:
     return torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)["model"]
-
-
-def _rank_dir(run_dir: Path, rank: int) -> Path:
-    return run_dir if rank == 0 else run_dir / "ranks" / f"rank-{rank}"
 
 
 @pytest.mark.parametrize("config, frames, buckets", [
@@ -121,7 +96,7 @@ def test_a_rank_killed_with_sigkill_ends_the_other_within_its_timeout_leaving_no
 def test_torchrun_max_restarts_goes_on_from_the_last_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     proc = _torchrun(run_dir, "configs/cartpole_sync.toml", *QUICK, "run.total_frames=4000",
-                     "env.id='tests.faulty_envs:cartpole_failing_in_first_attempt'", "env.kwargs={ at = 300 }",
+                     "env.id='tests.helpers.faulty_envs:cartpole_failing_in_first_attempt'", "env.kwargs={ at = 300 }",
                      "run.checkpoint_interval_frames=400", launcher=("--max-restarts=1",))
     err = _finish(proc)
     assert proc.returncode == 0, err
@@ -151,7 +126,8 @@ TORCHRUN_ENV = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "localhost", "MAS
     (["engine.envs=7"], "engine.envs = 7 .* multiple of the 2 ranks"),
     (["engine.serial=true"], "engine.serial = true .* torchrun"),
     (["dist.backend='nccl'"], "dist.backend = 'nccl'"),
-    (["engine.envs=2", "engine.executors=2"], r"engine.executors = 2 is more than engine.envs = 1 \(on each of the 2 ranks"),
+    (["engine.envs=2", "engine.executors=2"],
+     r"engine.executors = 2 is more than engine.envs = 1 \(on each of the 2 ranks"),
 ])
 def test_impossible_combinations_under_torchrun_are_named(overrides, message):
     config = load_config("configs/cartpole_sync.toml", overrides)

@@ -18,10 +18,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from fastrl.algos.gossip import fixed_schedule_factor, in_peers
-from fastrl.checkpoint import load_checkpoint
-from fastrl.learning.cohort import PeerRankLost, join_group
-from fastrl.learning.rank_gossip import Board, GossipMessage, Place, RemoteInbox, RemoteOutbox
+from fastrl.algos.gossip_bounds import fixed_schedule_factor, in_peers
+from fastrl.ranks.cohort import PeerRankLost, join_group
+from fastrl.ranks.gala_ring import Board, GossipMessage, Place, RemoteInbox, RemoteOutbox
+from fastrl.runs.checkpoint import load_checkpoint
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 ROOT = Path(__file__).parent.parent
 QUICK = ["engine.learners=2", "engine.envs=8", "engine.executors=1", "engine.actors=1", "run.progress=false",

@@ -5,11 +5,13 @@ import torch
 
 import fastrl
 from fastrl.algos.ppo import PPOBatch, ppo_loss
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError, load_config
 from fastrl.models import build_model
 from fastrl.models.normalizer import ObsNormalizer, RunningMeanStd, ValueNormalizer
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 def test_running_moments_are_those_of_every_batch_with_the_prior():
@@ -54,8 +56,9 @@ def test_ppo_value_loss_is_measured_in_units_of_the_return_scale():
         def forward(self, obs):
             return torch.zeros(obs.shape[0], 2) + 0 * self.bias, torch.full((obs.shape[0],), 4.0) + self.bias
 
-    batch = PPOBatch(obs=torch.zeros(2, 1), actions=torch.zeros(2, dtype=torch.long), old_logp=torch.full((2,), -np.log(2)),
-                     old_values=torch.full((2,), 4.0), advantages=torch.tensor([1.0, -1.0]), returns=torch.tensor([0.0, 8.0]))
+    batch = PPOBatch(obs=torch.zeros(2, 1), actions=torch.zeros(2, dtype=torch.long),
+                     old_logp=torch.full((2,), -np.log(2)), old_values=torch.full((2,), 4.0),
+                     advantages=torch.tensor([1.0, -1.0]), returns=torch.tensor([0.0, 8.0]))
     _, plain = ppo_loss(Constant(), batch, 0.1, 0.0, 1.0, 0.0, value_scale=1.0)
     _, scaled = ppo_loss(Constant(), batch, 0.1, 0.0, 1.0, 0.0, value_scale=4.0)
     assert plain.value_loss == pytest.approx(0.5 * 16.0)

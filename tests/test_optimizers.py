@@ -9,8 +9,10 @@ import torch
 
 import fastrl
 from fastrl.algos.optimizers import RMSpropTF
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError, load_config
+from fastrl.runs.checkpoint import load_checkpoint
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 LR, ALPHA, EPS = 7e-4, 0.99, 1e-5
 SHAPES = [(3, 4), (5,), (2, 3, 2), (1,)]

@@ -3,7 +3,11 @@
 pinned in test_impala_scale.py."""
 from pathlib import Path
 
+import pytest
+
 from fastrl.config import load_config
+
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 # HTS-RL (Liu et al. 2020) Table A3, the A2C of openai/baselines and ikostrikov's pytorch-a2c-ppo-acktr

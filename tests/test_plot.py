@@ -9,7 +9,9 @@ import fastrl
 from fastrl.cli import main
 from fastrl.config import ConfigError
 from fastrl.telemetry.plot import CLOCKS, plot_runs
-from tests.conftest import cartpole
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 pytest.importorskip("matplotlib")
 FP32 = "model.precision='fp32'"  # 'auto' is bf16 on CPUs with AMX, which the mlp and 'random' models do not take
@@ -89,7 +91,8 @@ def test_a_resumed_run_lays_its_sessions_end_to_end_in_seconds(tmp_path):
 
 def test_gala_runs_get_a_panel_per_learner(tmp_path):
     rows = lambda a, b: [{"learner": 0, "return_mean": a}, {"learner": 1, "return_mean": b}]  # noqa: E731
-    _write(tmp_path / "gala", [_line(1.0, 100, 1.0, learners=rows(None, 2.0)), _line(2.0, 200, 3.0, learners=rows(4.0, 5.0))])
+    _write(tmp_path / "gala", [_line(1.0, 100, 1.0, learners=rows(None, 2.0)),
+                               _line(2.0, 200, 3.0, learners=rows(4.0, 5.0))])
     figure = plot_runs([tmp_path / "gala"])
     assert len(figure.axes) == 4
     learners = figure.axes[3].get_lines()

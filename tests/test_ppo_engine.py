@@ -13,10 +13,11 @@ import torch
 import fastrl
 import fastrl.learning.learner
 from csrc_free_kernels.gae import gae_reference
-from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
-from fastrl.checkpoint import load_checkpoint
-from fastrl.learning.update_rules import PPO_STREAM
-from tests.test_hts_gradient import LinearPolicy, RecordingLearner
+from fastrl.algos.ppo import PPO_STREAM, PPOBatch, minibatch_indices, ppo_loss
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.recording import LinearPolicy, RecordingLearner
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 LR, GAMMA, LAM, CLIP, VALUE_COEF, ENTROPY_COEF = 0.05, 0.9, 0.8, 0.2, 0.5, 0.01
 ENVS, STEPS, ROLLOUTS, EPOCHS, MINIBATCHES, SEED = 4, 3, 5, 2, 3, 7
@@ -29,7 +30,8 @@ def ppo_epochs(theta: dict, data: dict, rollout: int) -> dict:
     with torch.no_grad():  # the actors' values of the rollout, the epochs' start θ's of the row it ends on
         bootstrap = net(obs[:, STEPS])[1]
     values = torch.cat([torch.from_numpy(data["value"][:, :STEPS]), bootstrap[:, None]], dim=1)
-    adv = torch.from_numpy(gae_reference(data["reward"][:, :STEPS], data["done"][:, :STEPS], values.numpy(), GAMMA, LAM))
+    adv = torch.from_numpy(gae_reference(data["reward"][:, :STEPS], data["done"][:, :STEPS], values.numpy(),
+                                         GAMMA, LAM))
     flat = PPOBatch(
         obs=obs[:, :STEPS].reshape(-1, 4), actions=torch.from_numpy(data["action"][:, :STEPS]).reshape(-1),
         old_logp=torch.from_numpy(data["logp"][:, :STEPS]).reshape(-1), old_values=values[:, :STEPS].reshape(-1),
@@ -59,10 +61,11 @@ def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, 
     overrides = [
         "env.id='CartPole-v1'", f"engine.mode='{mode}'", "engine.serial=true", f"engine.envs={ENVS}",
         f"engine.rollout={STEPS}", f"run.total_frames={ENVS * STEPS * ROLLOUTS}", "run.progress=false",
-        f"run.seed={SEED}", f"run.dir='{tmp_path}'", "model.name='tests.test_hts_gradient:linear_policy'",
+        f"run.seed={SEED}", f"run.dir='{tmp_path}'", "model.name='tests.helpers.recording:linear_policy'",
         "algo.name='ppo'", "algo.optimizer='sgd'", f"algo.lr={LR}", "algo.max_grad_norm=0", f"algo.gamma={GAMMA}",
         f"algo.gae_lambda={LAM}", f"algo.clip={CLIP}", f"algo.value_coef={VALUE_COEF}",
         f"algo.entropy_coef={ENTROPY_COEF}", f"algo.epochs={EPOCHS}", f"algo.minibatches={MINIBATCHES}",
+        "algo.lr_schedule='constant'", "algo.value_clip=0.0",
     ]
     fastrl.train({}, overrides, run_dir=tmp_path / "run")
     data = [d for d, _ in RecordingLearner.records]

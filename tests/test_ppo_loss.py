@@ -5,6 +5,8 @@ import torch
 
 from fastrl.algos.ppo import PPOBatch, minibatch_indices, ppo_loss
 
+pytestmark = pytest.mark.unit  # the fast tier: no engine run
+
 
 class Table(torch.nn.Module):
     """logits and value are free parameters per row: the loss's gradient is easy to reason about."""

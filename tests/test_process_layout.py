@@ -1,14 +1,16 @@
-"""engine.executors / actors / inline_actors / learner_threads = "auto": the layout chosen for the cores and GPU present."""
-import tomllib
-
+"""engine.executors / actors / inline_actors / learner_threads = "auto": the layout chosen for the cores and GPU
+present."""
 import pytest
+import tomllib
 
 import fastrl
 import fastrl.process.auto_layout as process_layout
 from fastrl.config import ConfigError, load_config
 from fastrl.process.auto_layout import Layout, Machine, choose_layout, choose_learner_threads, resolve_layout
 from fastrl.process.supervisor import plan_run
-from tests.conftest import cartpole
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 def _engine(*overrides: str):

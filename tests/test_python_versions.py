@@ -13,6 +13,8 @@ import pytest
 
 from fastrl.config import tomllib
 
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _AS_IF_310 = """

@@ -5,15 +5,17 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.checkpoint import load_checkpoint
 from fastrl.config import ConfigError
-from fastrl.evaluate import evaluate
+from fastrl.evaluation import evaluate
 from fastrl.models import forward_microbatched
 from fastrl.models.recurrent import hidden_size, unroll
 from fastrl.models.registry import build_model
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import cartpole
 
-RECALL = "tests.memory_env:recall"
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
+RECALL = "tests.helpers.memory_env:recall"
 # the recall env in a few seconds: whole-env minibatches, one learner thread (an LSTM's many small ops
 # wait on a second thread far longer than they compute)
 RECALL_PPO = ["algo.name='ppo'", "engine.envs=8", "engine.rollout=16", "model.hidden=[32]", "algo.lr=0.003",
@@ -87,7 +89,8 @@ def test_lstm_parameters_do_not_depend_on_process_layout_or_timing(tmp_path, mod
         assert _identical(results[0], other)
 
 
-@pytest.mark.parametrize(("mode", "algo"), [pytest.param("sync", "a2c", marks=pytest.mark.slow), ("hts", "ppo")])  # sync: slow run
+# sync: slow run
+@pytest.mark.parametrize(("mode", "algo"), [pytest.param("sync", "a2c", marks=pytest.mark.slow), ("hts", "ppo")])
 def test_an_lstm_run_resumed_at_a_checkpoint_equals_the_uninterrupted_one(tmp_path, mode, algo):
     """CartPole's episodes run across the checkpoint, so the envs' recurrent states must be saved with them."""
     lstm = ["model.lstm=8", f"algo.name='{algo}'", "algo.minibatches=2", "algo.epochs=2"]
@@ -152,7 +155,7 @@ def test_the_multi_input_model_takes_an_lstm_too(tmp_path):
     """An image + vector Dict (one packed row) with model.lstm: trained in sync, serial equals processes."""
     small = ["model.name='multi'", "model.kwargs={cnn='impala', channels=[8]}", "model.lstm=8", "algo.name='a2c'",
              "run.total_frames=400"]
-    env = "tests.dict_envs:image_vector"
+    env = "tests.helpers.dict_envs:image_vector"
     _, serial = _train(tmp_path, "serial", *small, "engine.serial=true", env=env)
     _, processes = _train(tmp_path, "processes", *small, "engine.executors=2", "engine.actors=2", env=env)
     model = load_checkpoint(serial)["model"]

@@ -10,9 +10,11 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.checkpoint import CheckpointStore, load_checkpoint
 from fastrl.config import ConfigError
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import CheckpointStore, load_checkpoint
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 def _train(tmp_path, name, *overrides, mode="sync"):
@@ -59,13 +61,15 @@ def test_resuming_from_an_older_checkpoint_sets_the_newer_aside_and_is_exact(tmp
 
 def test_periodic_checkpoints_keep_the_last_k_and_do_not_change_training(tmp_path):
     _, plain = _train(tmp_path, "plain", "engine.serial=true")
-    _, run = _train(tmp_path, "run", "engine.serial=true", "run.checkpoint_interval_frames=120", "run.keep_checkpoints=2")
+    _, run = _train(tmp_path, "run", "engine.serial=true", "run.checkpoint_interval_frames=120",
+                    "run.keep_checkpoints=2")
     store = CheckpointStore(run / "checkpoints")
     assert store.rollouts() == [18, 20]  # every 3 rollouts (120 frames), the final one, the last 2 kept
     assert sorted(p.name for p in store.directory.glob("*.envs")) == ["ckpt-00000018.envs", "ckpt-00000020.envs"]
     assert store.latest.samefile(store.path(20))
     checkpoint = load_checkpoint(run)
-    assert {"model", "optimizer", "version", "updates", "frames", "rollout", "config", "rng", "resume"} <= checkpoint.keys()
+    assert {"model", "optimizer", "version", "updates", "frames", "rollout", "config", "rng",
+            "resume"} <= checkpoint.keys()
     assert checkpoint["config"]["engine"]["envs"] == 8
     _, timed = _train(tmp_path, "timed", "engine.serial=true", "run.checkpoint_interval_s=0.001")  # ~every barrier
     assert len(CheckpointStore(timed / "checkpoints").rollouts()) == 3
@@ -74,7 +78,7 @@ def test_periodic_checkpoints_keep_the_last_k_and_do_not_change_training(tmp_pat
 
 
 def test_an_env_that_cannot_be_saved_restarts_with_seeded_resets(tmp_path, caplog):
-    _, run = _train(tmp_path, "run", "env.id='tests.faulty_envs:unpicklable'", "engine.serial=true",
+    _, run = _train(tmp_path, "run", "env.id='tests.helpers.faulty_envs:unpicklable'", "engine.serial=true",
                     "run.total_frames=400")
     assert "cannot be saved" in caplog.text and "seeded reset" in caplog.text
     summary = fastrl.train(resume=run, overrides=["run.total_frames=800"])

@@ -4,14 +4,23 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastrl
-from csrc_free_kernels.reward_scaling import (discounted_returns, new_stats, normalize_rewards,
-                                              normalize_rewards_reference, scale_rewards, step_moments)
-from fastrl.checkpoint import load_checkpoint
+from csrc_free_kernels.reward_scaling import (
+    discounted_returns,
+    new_stats,
+    normalize_rewards,
+    normalize_rewards_reference,
+    scale_rewards,
+    step_moments,
+)
 from fastrl.config import ConfigError, load_config
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 SETTINGS = settings(max_examples=30, deadline=None, database=None)
 
@@ -95,7 +104,7 @@ def test_without_episode_ends_it_is_gymnasiums_normalize_reward():
 
 
 def test_the_scaler_leaves_the_slots_raw_and_moves_on_only_when_committed():
-    from fastrl.learning.reward_scaling import RewardScaler
+    from fastrl.learning.reward_normalization import RewardScaler
 
     rewards, dones = _batch(3, 4, 6)
     storage = {"reward": np.concatenate([rewards, np.ones((4, 1), np.float32)], axis=1),
@@ -131,7 +140,8 @@ def _scaling(run) -> dict:
     return load_checkpoint(run)["resume"]["reward_scaling"]
 
 
-@pytest.mark.parametrize("mode", [pytest.param("sync", marks=pytest.mark.slow), "hts"])  # sync: one barrier order, in the slow run
+# sync: one barrier order, in the slow run
+@pytest.mark.parametrize("mode", [pytest.param("sync", marks=pytest.mark.slow), "hts"])
 def test_parameters_and_statistics_do_not_depend_on_process_layout_or_timing(tmp_path, mode):
     """Pendulum PPO, 1/1 and 2/2 executors/actors with random step delays: bit-identical after 20 updates."""
     results = []
@@ -148,7 +158,8 @@ def test_parameters_and_statistics_do_not_depend_on_process_layout_or_timing(tmp
         assert not _identical(model, load_checkpoint(raw)["model"])
 
 
-@pytest.mark.parametrize(("mode", "algo"), [pytest.param("sync", "a2c", marks=pytest.mark.slow), ("hts", "ppo")])  # sync: slow run
+# sync: slow run
+@pytest.mark.parametrize(("mode", "algo"), [pytest.param("sync", "a2c", marks=pytest.mark.slow), ("hts", "ppo")])
 def test_a_run_resumed_at_a_checkpoint_equals_the_uninterrupted_one(tmp_path, mode, algo):
     _, whole = _train(tmp_path, "whole", "engine.serial=true", mode=mode, algo=algo)
     _, half = _train(tmp_path, "half", "run.total_frames=400", mode=mode, algo=algo)
@@ -201,7 +212,7 @@ def test_collecting_without_learning_refuses_reward_normalization():
 def test_two_ranks_of_four_envs_scale_as_one_rank_of_eight(tmp_path):
     """cohort.moments merges every rank's per-step moments: the statistics (and so the parameters) of 2 ranks x
     4 envs are those of 1 rank x 8 up to float rounding, and bit-identical between the ranks."""
-    from tests.test_multinode import QUICK, _finish, _rank_dir, _torchrun
+    from tests.helpers.torchrun import QUICK, _finish, _rank_dir, _torchrun
 
     overrides = [*QUICK, "engine.rollout=16", "algo.minibatches=4", "algo.epochs=2", "run.total_frames=1024"]
     proc = _torchrun(tmp_path / "ranks", "configs/pendulum_ppo.toml", *overrides)

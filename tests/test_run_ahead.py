@@ -10,12 +10,14 @@ import pytest
 
 import fastrl
 import fastrl.learning.learner
-from fastrl.checkpoint import CheckpointStore, load_checkpoint
 from fastrl.config import load_config
+from fastrl.learning.learner import Learner
 from fastrl.modes import mode_of
 from fastrl.process.faults import RunFailed
-from fastrl.learning.learner import Learner
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import CheckpointStore, load_checkpoint
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 ENVS, STEPS = 8, 5
 
@@ -54,7 +56,8 @@ def test_only_plain_hts_runs_ahead_and_it_publishes_two_weight_sets(tmp_path):
 
 
 def test_a_run_stopped_between_barriers_resumes_from_its_newest_parameters(tmp_path):
-    config, overrides = cartpole(tmp_path, "env.id='tests.faulty_envs:cartpole'", "env.kwargs={fault='raise', at=23}",
+    config, overrides = cartpole(tmp_path, "env.id='tests.helpers.faulty_envs:cartpole'",
+                                 "env.kwargs={fault='raise', at=23}",
                                  "engine.serial=true", "run.total_frames=10_000", mode="hts")
     run_dir = tmp_path / "run"
     with pytest.raises(RunFailed, match="step 23 failed on purpose"):

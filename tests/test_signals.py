@@ -6,12 +6,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 import fastrl
 from fastrl.buffers.arena import SHM_DIR, list_segments, segment_owner_pid
-from fastrl.checkpoint import load_checkpoint
-from tests.conftest import assert_cleaned_up, cartpole, pid_alive, wait_for_pids
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import assert_cleaned_up, cartpole, pid_alive, wait_for_pids
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 ROOT = Path(__file__).parent.parent
 SLOW_CARTPOLE = [  # the default job on CartPole, long enough to be interrupted mid-run
@@ -80,7 +83,7 @@ def test_sigterm_exits_143_with_a_checkpoint(tmp_path):
 def test_a_second_ctrl_c_stops_at_once(tmp_path):
     """The first Ctrl-C waits for a barrier that a hung env never reaches; the second does not wait."""
     run_dir = tmp_path / "run"
-    proc = _start(run_dir, *SLOW_CARTPOLE, "--set", "env.id='tests.faulty_envs:cartpole'",
+    proc = _start(run_dir, *SLOW_CARTPOLE, "--set", "env.id='tests.helpers.faulty_envs:cartpole'",
                   "--set", "env.kwargs={fault='hang', at=8}")
     pids = wait_for_pids(run_dir)
     time.sleep(0.5)  # the env is stuck by now

@@ -1,13 +1,17 @@
 """Multiprocessing pitfalls: a user's env module is importable in every spawned child, and the
 numba kernels are compiled (cached) in the main process before any worker starts."""
+import pytest
+
 import fastrl
-from tests.conftest import cartpole
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 def test_an_env_registered_by_a_users_module_works_in_every_child(tmp_path):
     """``module:EnvId``: spawned children start from nothing; the module is imported in each executor,
     so its gymnasium registration exists there too."""
-    config, base = cartpole(tmp_path, "env.id='tests.faulty_envs:FaultyCartPole-v0'", "engine.executors=2",
+    config, base = cartpole(tmp_path, "env.id='tests.helpers.faulty_envs:FaultyCartPole-v0'", "engine.executors=2",
                             "engine.actors=2", "run.total_frames=400")
     summary = fastrl.train(config, base, run_dir=tmp_path / "run")
     assert summary["status"] == "complete" and summary["frames"] == 400
@@ -15,8 +19,8 @@ def test_an_env_registered_by_a_users_module_works_in_every_child(tmp_path):
 
 def test_kernels_are_compiled_before_workers_start(tmp_path):
     """After the main process's warm-up, a run calls no kernel with a type it has not compiled."""
+    from csrc_free_kernels.action_sampling import _sample_kernel
     from csrc_free_kernels.returns import _nstep_returns_kernel
-    from csrc_free_kernels.sampling import _sample_kernel
     from fastrl.process.warmup import compile_kernels
 
     compile_kernels()

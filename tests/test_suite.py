@@ -11,6 +11,8 @@ from fastrl.bench import aggregate, suite
 from fastrl.bench.atari_scores import ATARI5, RANDOM_HUMAN, human_normalized
 from fastrl.config import ConfigError
 
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
 TINY = ["engine.serial=true", "engine.envs=2", "engine.rollout=8", "algo.minibatches=1", "run.progress=false",
         "run.log_interval_s=0.5"]
 

@@ -5,11 +5,13 @@ import torch
 
 import fastrl
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
-from fastrl.checkpoint import load_checkpoint
 from fastrl.models.mlp import MLPPolicy
-from tests.conftest import cartpole
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import cartpole
 
-ENV = "env.id='tests.time_limit_env:make'"
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
+ENV = "env.id='tests.helpers.time_limit_env:make'"
 
 
 def _record_storages(monkeypatch, seen: list) -> None:

@@ -1,12 +1,14 @@
 """``fastrl bench time-to-score``: the crossing, the curve and the not-reached path (short CartPole runs)."""
 import json
-import tomllib
 
 import pytest
+import tomllib
 
 from fastrl.bench.time_to_score import RESULT_FILE, first_crossing, measure
 from fastrl.cli import main as cli_main
 from fastrl.config import ConfigError
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 CARTPOLE = "configs/cartpole_sync.toml"
 

@@ -10,6 +10,8 @@ import fastrl
 from fastrl.cli import main
 from fastrl.config import ConfigError
 
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
 imageio = pytest.importorskip("imageio.v2")
 pytest.importorskip("imageio_ffmpeg")
 FP32 = "model.precision='fp32'"  # 'auto' is bf16 on CPUs with AMX, which the mlp and 'random' models do not take

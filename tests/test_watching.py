@@ -21,7 +21,9 @@ from fastrl.config import ConfigError
 from fastrl.telemetry.progress import ProgressLine, ProgressState
 from fastrl.telemetry.scalars import scalars
 from fastrl.telemetry.tensorboard import RETURNS_TAG, TensorBoardSink
-from tests.conftest import cartpole
+from tests.helpers.runs import cartpole
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 FP32 = "model.precision='fp32'"  # 'auto' is bf16 on CPUs with AMX, which the mlp and 'random' models do not take
 
@@ -57,6 +59,15 @@ def ppo_run(tmp_path_factory):
     )
     summary = fastrl.train(config, overrides, run_dir=tmp / "run")
     return tmp / "run", summary
+
+
+def test_metrics_lines_start_when_training_does(ppo_run):
+    """Start-up (spawning, compiling, first resets) writes no line: time_s is training time from the first
+    line on, so the curve's time axis never runs backwards."""
+    run_dir, summary = ppo_run
+    times = [line["time_s"] for line in _lines(run_dir)]
+    assert summary["startup_s"] > 0.2  # longer than run.log_interval_s: a line in start-up would show
+    assert times == sorted(times) and len(set(times)) == len(times), times
 
 
 def test_tensorboard_holds_every_metrics_scalar_with_its_value(ppo_run):

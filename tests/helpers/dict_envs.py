@@ -1,4 +1,4 @@
-"""Dict-observation envs for the tests: ids "tests.dict_envs:<factory>".
+"""Dict-observation envs for the tests: ids "tests.helpers.dict_envs:<factory>".
 
 - ``cartpole``: CartPole-v1 whose 4 numbers are split across keys (nested if ``nested``), so the
   flattened row must equal CartPole's own observation reordered by gymnasium's flatten order.

@@ -1,4 +1,4 @@
-"""CartPole with faults on purpose, for the fault tests: env ids "tests.faulty_envs:<factory>".
+"""CartPole with faults on purpose, for the fault tests: env ids "tests.helpers.faulty_envs:<factory>".
 
 ``cartpole(fault=..., at=k)`` misbehaves at the k-th step of each env instance (counted from
 its creation, so the start-up probe in the main process, one step, never reaches it).
@@ -76,7 +76,7 @@ def not_an_env():
     return object()
 
 
-gym.register("FaultyCartPole-v0", entry_point="tests.faulty_envs:FaultyCartPole")
+gym.register("FaultyCartPole-v0", entry_point="tests.helpers.faulty_envs:FaultyCartPole")
 
 
 def cartpole_failing_in_first_attempt(env_index: int, fail_env: int = 4, at: int = 300) -> gym.Env:

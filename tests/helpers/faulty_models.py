@@ -1,4 +1,4 @@
-"""A policy that hangs on purpose in the learner: model ids "tests.faulty_models:<factory>"."""
+"""A policy that hangs on purpose in the learner: model ids "tests.helpers.faulty_models:<factory>"."""
 import time
 
 import torch

@@ -5,7 +5,7 @@ subset of the actions (``zero_at``: the mask at that step of an episode allows n
 error). The reward is 1 for the first allowed action, else 0 (``obs`` is noise): learnable from
 the mask alone, and a uniform choice among the allowed earns ~0.5 a step. ``multi``: a
 MultiDiscrete([3, 2]) action space with a mask of 3 + 2 columns, each dimension masked on its own.
-Env ids ``tests.masked_env:masked`` and ``tests.masked_env:masked_box``.
+Env ids ``tests.helpers.masked_env:masked`` and ``tests.helpers.masked_env:masked_box``.
 """
 import gymnasium as gym
 import numpy as np

@@ -4,7 +4,7 @@ The first observation shows a cue, one of two (one-hot in its first two elements
 ``delay`` blank observations; then a query (third element 1). The action taken at the query is
 rewarded +1 if it names the cue and -1 if not, and the episode terminates; actions before the
 query earn 0. A feed-forward policy sees the same query whatever the cue, so its best expected
-return is 0; a recurrent one can remember the cue and return +1. Env id ``tests.memory_env:recall``.
+return is 0; a recurrent one can remember the cue and return +1. Env id ``tests.helpers.memory_env:recall``.
 """
 import gymnasium as gym
 import numpy as np

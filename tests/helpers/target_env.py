@@ -3,7 +3,7 @@
 Each step shows a target g uniform in [-1, 1]; the action a (Box [-2, 2]) is where the agent
 reaches, rewarded -(a - g)^2. An episode is ``steps`` targets, then it terminates. The optimal
 policy (a = g) returns exactly 0; the initial policy (mean ~0, std 1) about -(1 + 1/3) per step.
-Env id ``tests.target_env:make``.
+Env id ``tests.helpers.target_env:make``.
 """
 import gymnasium as gym
 import numpy as np

@@ -1,4 +1,4 @@
-"""A tiny env cut by a time limit, for the time-limit tests: env id "tests.time_limit_env:make".
+"""A tiny env cut by a time limit, for the time-limit tests: env id "tests.helpers.time_limit_env:make".
 
 Every step pays ``reward`` whatever the action; the episode never terminates on its own (unless
 ``terminate_at``), gymnasium's ``TimeLimit`` truncates it after ``limit`` steps. The observation
