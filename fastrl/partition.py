@@ -1,4 +1,5 @@
 """Contiguous shares: which executor, actor or gala learner owns which env (every process computes the same)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Every random stream of a run derives from (run seed, purpose, index): nothing depends on timing."""
+
 from __future__ import annotations
 
 import numpy as np
