@@ -18,6 +18,7 @@ Every file goes to a temporary name, is fsynced, then renamed: a crash mid-write
 previous checkpoint intact, never a torn one. Torch is imported lazily: executors use the
 env-state half of this module and never import torch.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,9 @@ import pickle
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fastrl.buffers.arena import pid_alive
 
@@ -45,8 +47,16 @@ def build_checkpoint(kind: str, state: dict, config: dict, resume: dict | None, 
     """The one layout of a checkpoint file: ``state``'s parameters and counters (``SAVED``), the run's
     resolved ``config``, the learner state a resumed run goes on from, and ``extra`` keys (``rng``;
     ``exact`` and ``env_states`` where the executors saved the envs with it; gala's ``gala``)."""
-    return {"format": FORMAT, "kind": kind, **{k: state[k] for k in SAVED}, "config": config,
-            "exact": False, "env_states": None, "resume": resume, **extra}
+    return {
+        "format": FORMAT,
+        "kind": kind,
+        **{k: state[k] for k in SAVED},
+        "config": config,
+        "exact": False,
+        "env_states": None,
+        "resume": resume,
+        **extra,
+    }
 
 
 def checkpoint_name(rollout: int) -> str:

@@ -7,22 +7,32 @@ process's from the shared weights, or an env that cannot be pickled) restart env
 resets. Overrides may change how the run executes (run.*, reliability.*, the process layout,
 algorithm hyper-parameters), not what it is (env, model, mode, envs, rollout, optimizer).
 """
+
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from fastrl.runs.checkpoint import CheckpointStore, checkpoint_file, load_checkpoint
 from fastrl.config import Config, ConfigError, load_config
+from fastrl.runs.checkpoint import CheckpointStore, checkpoint_file, load_checkpoint
 from fastrl.runs.run_dir import RunDir
 from fastrl.spec import ResumePoint
 
 log = logging.getLogger(__name__)
 
 FIXED_KEYS = (
-    "env.id", "env.kwargs", "env.atari", "engine.mode", "engine.envs", "engine.rollout",
-    "model.name", "model.hidden", "model.kwargs", "algo.name", "algo.optimizer",
+    "env.id",
+    "env.kwargs",
+    "env.atari",
+    "engine.mode",
+    "engine.envs",
+    "engine.rollout",
+    "model.name",
+    "model.hidden",
+    "model.kwargs",
+    "algo.name",
+    "algo.optimizer",
 )
 
 
@@ -45,9 +55,11 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
     run_dir = path.parent.parent
     made_with = RunDir(run_dir).ranks()
     if made_with != ranks:
-        raise ConfigError(f"cannot resume {str(run_dir)!r} with {ranks} rank(s): it was made with {made_with} "
-                          f"(every rank resumes its own envs), so launch it with torchrun --nproc-per-node/--nnodes "
-                          f"giving {made_with} rank(s)" + (" or without torchrun" if made_with == 1 else ""))
+        raise ConfigError(
+            f"cannot resume {str(run_dir)!r} with {ranks} rank(s): it was made with {made_with} "
+            f"(every rank resumes its own envs), so launch it with torchrun --nproc-per-node/--nnodes "
+            f"giving {made_with} rank(s)" + (" or without torchrun" if made_with == 1 else "")
+        )
     config_path = run_dir / "config.toml"
     if not config_path.is_file():
         raise ConfigError(f"cannot resume {str(run_dir)!r}: it has no config.toml")
@@ -72,8 +84,13 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
             f"to train longer, raise it: --set run.total_frames={2 * config.run.total_frames}"
         )
     env_states = _env_states(path, checkpoint)
-    log.info("resuming %s at rollout %d (%d frames), %s", run_dir, state["rollout"], state["frames"],
-             "exactly: env states saved at the barrier" if env_states else "envs restart with seeded resets")
+    log.info(
+        "resuming %s at rollout %d (%d frames), %s",
+        run_dir,
+        state["rollout"],
+        state["frames"],
+        "exactly: env states saved at the barrier" if env_states else "envs restart with seeded resets",
+    )
     return Resume(config, run_dir, ResumePoint(str(path), int(state["rollout"]), env_states))
 
 

@@ -1,4 +1,5 @@
 """The run directory: resolved config, metrics.jsonl, checkpoints/, summary.json."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import time
 from pathlib import Path
 
 from fastrl.config import Config
-
 
 RANKS_FILE = "ranks.json"
 
@@ -74,7 +74,7 @@ class RunDir:
         self.path = Path(path)
 
     @classmethod
-    def create(cls, config: Config, path: str | Path | None = None, ranks: int = 1) -> "RunDir":
+    def create(cls, config: Config, path: str | Path | None = None, ranks: int = 1) -> RunDir:
         """``ranks``: how many torchrun ranks make the run (a resumed run needs as many), in ``ranks.json``."""
         run = cls(path or default_run_dir(config))
         (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
