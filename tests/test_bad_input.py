@@ -100,7 +100,7 @@ def test_mutated_shipped_configs_give_a_config_or_a_config_error(path, data):
         elif action == "delete":
             table.pop(key, None)
         elif action == "typo":
-            table[_typo(key, data.draw)] = table.pop(key, 1)
+            table[_typo(key or "x", data.draw)] = table.pop(key, 1)  # a table may hold an empty key
         else:
             config[section] = data.draw(PY_VALUES)
     _assert_clean(lambda: config_from_dict(config))
