@@ -30,8 +30,10 @@ def a2c_loss(
     algo: AlgoConfig,
     device: torch.device,
     distribution: ActionDistribution = CATEGORICAL,
+    entropy_coef: float | None = None,
 ):
-    """``distribution`` reads the head (``fastrl.models.distributions``: logits, MultiDiscrete, Gaussian)."""
+    """``distribution`` reads the head (``fastrl.models.distributions``: logits, MultiDiscrete, Gaussian).
+    ``entropy_coef``: the scheduled bonus (default ``algo.entropy_coef``)."""
     steps = storage["action"].shape[1] - 1
     obs = torch.from_numpy(storage["obs"]).to(device)
     actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
@@ -50,13 +52,14 @@ def a2c_loss(
     policy_loss = -(advantages.detach() * chosen).mean()
     value_loss = advantages.pow(2).mean()
     entropy = entropies.mean()
-    loss = policy_loss + algo.value_coef * value_loss - algo.entropy_coef * entropy
+    bonus = algo.entropy_coef if entropy_coef is None else entropy_coef
+    loss = policy_loss + algo.value_coef * value_loss - bonus * entropy
     return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())
 
 
 class A2CSync(Gradient):
     def _loss(self, net, storage):
-        return a2c_loss(net, storage, self.algo, self.device, self.distribution)
+        return a2c_loss(net, storage, self.algo, self.device, self.distribution, self.entropy_coef)
 
 
 class A2CDelayed(A2CSync):

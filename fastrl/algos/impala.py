@@ -40,9 +40,11 @@ def impala_loss(
     algo: AlgoConfig,
     device: torch.device,
     distribution: ActionDistribution = CATEGORICAL,
+    entropy_coef: float | None = None,
 ):
     """V-trace's ratios compare the stored behaviour log-probs with ``distribution``'s of the current head
-    (summed over dimensions for MultiDiscrete and Box)."""
+    (summed over dimensions for MultiDiscrete and Box). ``entropy_coef``: the scheduled bonus (default
+    ``algo.entropy_coef``)."""
     steps = storage["action"].shape[1] - 1
     obs = torch.from_numpy(storage["obs"]).to(device)
     actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
@@ -53,7 +55,8 @@ def impala_loss(
     policy_loss = -(advantages * chosen).mean()
     value_loss = (vs - values[:, :steps]).pow(2).mean()
     entropy = entropies.mean()
-    loss = policy_loss + algo.value_coef * value_loss - algo.entropy_coef * entropy
+    bonus = algo.entropy_coef if entropy_coef is None else entropy_coef
+    loss = policy_loss + algo.value_coef * value_loss - bonus * entropy
     return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())
 
 
@@ -79,4 +82,4 @@ class Impala(Gradient):
     lag = None
 
     def _loss(self, net, storage):
-        return impala_loss(net, storage, self.algo, self.device, self.distribution)
+        return impala_loss(net, storage, self.algo, self.device, self.distribution, self.entropy_coef)

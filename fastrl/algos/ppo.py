@@ -195,7 +195,7 @@ class PPO(UpdateRule):
                     algo.clip,
                     algo.value_clip,
                     algo.value_coef,
-                    algo.entropy_coef,
+                    self.entropy_coef,
                     False,
                     value_scale,
                     self.distribution,

@@ -65,6 +65,7 @@ class UpdateRule:
         self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
         self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
         self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)
+        self.entropy_coef = algo.entropy_coef  # the learner sets it by algo.entropy_schedule before each learn
 
     @property
     def trained(self) -> torch.nn.Module:

@@ -62,6 +62,7 @@ class Stat(IntEnum):
     LR = 20  # the learning rate of the last optimizer step (algo.lr_schedule)
     RANKS_S = 21  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
     RADIUS = 22  # gala under torchrun: max over every rank's learners of ‖x_g − x̄‖ at the previous consensus round
+    ENTROPY_COEF = 23  # the entropy bonus weight of the last update (algo.entropy_schedule)
 
 
 STAT_COLUMNS = 24

@@ -167,7 +167,19 @@ class AlgoConfig:
     eps: float = _f(1e-5, "optimizer epsilon (rmsprop_tf: under the square root)", min_exclusive=0.0)
     rms_alpha: float = _f(0.99, "RMSprop smoothing constant (rmsprop, rmsprop_tf)", min=0.0, max=1.0)
     gamma: float = _f(0.99, "discount", min=0.0, max=1.0)
-    entropy_coef: float = _f(0.01, "entropy bonus weight", min=0.0)
+    entropy_coef: float = _f(0.01, "entropy bonus weight (the start of algo.entropy_schedule)", min=0.0)
+    entropy_schedule: str = _f(
+        "constant",
+        "'constant', or 'linear': entropy_coef -> entropy_final over entropy_anneal_frames, then held, from the "
+        "learner's frame counter (deterministic, resumed exactly): explore while nothing is learned, sharpen after",
+        choices=("constant", "linear"),
+    )
+    entropy_final: float = _f(0.0, "algo.entropy_schedule = 'linear': the bonus weight it ends at", min=0.0)
+    entropy_anneal_frames: int = _f(
+        0,
+        "algo.entropy_schedule = 'linear': frames to go from entropy_coef to entropy_final (0: run.total_frames)",
+        min=0,
+    )
     value_coef: float = _f(0.5, "value loss weight", min=0.0)
     max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
     epochs: int = _f(4, "ppo: passes over each storage per update", min=1, max=1000)

@@ -39,7 +39,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.config import resolved_int
 from fastrl.errors import NonFiniteError
-from fastrl.learning import agent_steps_per_update, frames_per_update
+from fastrl.learning import agent_steps_per_update, frames_per_update, schedules
 from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.learning.reward_normalization import reward_scaler
 from fastrl.models.compiling import compile_policy
@@ -77,6 +77,7 @@ class Learner:
         self.control = buffers.control
         self.stats = buffers.control.learner_stats[index]
         self.stats[Stat.LR] = self.algo.lr
+        self.stats[Stat.ENTROPY_COEF] = self.algo.entropy_coef
         executors = resolved_int(engine.executors, "engine.executors")
         worker = WorkerIds(executors, resolved_int(engine.actors, "engine.actors"), engine.learners).learner(index)
         self.timing = buffers.control.timing[worker]
@@ -89,7 +90,9 @@ class Learner:
         self.arrived = [0, 0]  # envs done, by rollout parity (with run-ahead, j+1's may come before j's)
         self.steps_per_update = agent_steps_per_update(spec, index)
         self.frames_per_update = frames_per_update(spec, index)
-        self.frame_budget = config.run.total_frames // (spec.learners * spec.rank_count)  # gala, ranks: equal shares
+        self.share = spec.learners * spec.rank_count  # gala, ranks: the frames are split in equal shares
+        self.total_frames = config.run.total_frames
+        self.frame_budget = self.total_frames // self.share
         directory = f"{spec.checkpoint_dir}/learner-{index}" if spec.gala else spec.checkpoint_dir
         self.store = CheckpointStore(directory, config.run.keep_checkpoints)
         self.pending_checkpoint: tuple[int, dict] | None = None  # waiting for the executors' env states
@@ -217,6 +220,7 @@ class Learner:
         ``env_ids``: the env of each slot (async batches; default: the learner's envs in order)."""
         if self.rewards is not None:  # a scaled copy: the slots keep the raw rewards
             storage = self.rewards.scaled(storage, env_ids)
+        self._schedule_entropy()
         for column, value in self.rule.learn(storage, rollout).items():
             self.stats[column] = value
         if self.rewards is not None:
@@ -323,14 +327,17 @@ class Learner:
         return norm
 
     def _schedule_lr(self) -> None:
-        """``algo.lr_schedule = 'linear'``: anneal to 0 over the frame budget, by frames learned so far (never time)."""
-        if self.algo.lr_schedule == "constant":
-            return
-        done = min(float(self.stats[Stat.FRAMES]) / self.frame_budget, 1.0)
-        lr = self.algo.lr * max(1.0 - done, 0.0)
+        """``algo.lr_schedule``, by frames learned so far (never time)."""
+        lr = schedules.learning_rate(self.algo, float(self.stats[Stat.FRAMES]), self.total_frames, self.share)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.stats[Stat.LR] = lr
+
+    def _schedule_entropy(self) -> None:
+        """``algo.entropy_schedule``, by frames learned so far: the bonus the rule's next loss weighs."""
+        coef = schedules.entropy_coef(self.algo, float(self.stats[Stat.FRAMES]), self.total_frames, self.share)
+        self.rule.entropy_coef = coef
+        self.stats[Stat.ENTROPY_COEF] = coef
 
     @torch.no_grad()
     def _record_update_norm(self, params: list[torch.Tensor], before: list[torch.Tensor]) -> None:

@@ -154,6 +154,7 @@ class Telemetry:
             "entropy": float(stats[Stat.ENTROPY]),
             "grad_norm": float(stats[Stat.GRAD_NORM]),
             "lr": float(stats[Stat.LR]),
+            "entropy_coef": float(stats[Stat.ENTROPY_COEF]),
             "policy_lag_mean": float(stats[Stat.LAG_MEAN]),
             "policy_lag_max": float(stats[Stat.LAG_MAX]),
             "env_errors": self.control.env_errors(),

@@ -1,0 +1,33 @@
+"""Hyperparameters that move with the frames learned: the learning rate (``algo.lr_schedule``) and the
+entropy bonus (``algo.entropy_schedule``).
+
+Both read the learner's frame counter, never the clock, so layouts, runs and their resumes see the
+same values at the same update. ``share`` is the number of learners the run's frames are split
+between (gala's learners times torchrun's ranks): each learner's schedule runs over its share.
+"""
+
+from __future__ import annotations
+
+from fastrl.config import AlgoConfig
+
+
+def linear(start: float, end: float, done: float) -> float:
+    """``start`` moved to ``end`` by ``done`` (a fraction, clamped to [0, 1])."""
+    return start + (end - start) * min(max(done, 0.0), 1.0)
+
+
+def learning_rate(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
+    """``lr``, or ``lr`` annealed linearly to 0 over ``total_frames``."""
+    if algo.lr_schedule == "constant":
+        return algo.lr
+    done = min(frames / max(total_frames // share, 1), 1.0)
+    return algo.lr * max(1.0 - done, 0.0)
+
+
+def entropy_coef(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
+    """``entropy_coef``, or ``entropy_coef`` moved linearly to ``entropy_final`` over
+    ``entropy_anneal_frames`` (0: ``total_frames``) and held there."""
+    if algo.entropy_schedule == "constant":
+        return algo.entropy_coef
+    span = algo.entropy_anneal_frames or total_frames
+    return linear(algo.entropy_coef, algo.entropy_final, frames / max(span // share, 1))
