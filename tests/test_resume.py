@@ -26,14 +26,22 @@ def _identical(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+# a bonus that moves with the frames learned: the resumed half must take it up where it stopped
+ANNEALED_ENTROPY = [
+    "algo.entropy_schedule='linear'", "algo.entropy_coef=0.05", "algo.entropy_final=0.0",
+    "algo.entropy_anneal_frames=600",
+]
+
+
 # PPO resumes exactly in the default set with Box actions, LSTMs and reward normalisation (hts-ppo there); here
 # hts A2C, whose pending gradient is the resume's hardest state
 @pytest.mark.parametrize(("mode", "algo"), [pytest.param("sync", "a2c", marks=pytest.mark.slow), ("hts", "a2c"),
                                             pytest.param("sync", "ppo", marks=pytest.mark.slow),
                                             pytest.param("hts", "ppo", marks=pytest.mark.slow)])
 def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode, algo):
-    _, whole = _train(tmp_path, "whole", "engine.serial=true", "run.total_frames=800", f"algo.name='{algo}'", mode=mode)
-    _, half = _train(tmp_path, "half", "run.total_frames=400", f"algo.name='{algo}'", mode=mode)  # processes
+    job = [f"algo.name='{algo}'", *ANNEALED_ENTROPY]
+    _, whole = _train(tmp_path, "whole", "engine.serial=true", "run.total_frames=800", *job, mode=mode)
+    _, half = _train(tmp_path, "half", "run.total_frames=400", *job, mode=mode)  # processes
     first = load_checkpoint(half)
     assert first["exact"] and first["kind"] == "final" and first["rollout"] == 10
     summary = fastrl.train(resume=half, overrides=["run.total_frames=800", "engine.executors=2"])
@@ -44,6 +52,7 @@ def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode
     assert _identical(resumed["optimizer"]["state"][0], load_checkpoint(whole)["optimizer"]["state"][0])
     lines = [json.loads(line) for line in (half / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["frames"] == 800 and any(line["frames"] <= 400 for line in lines)  # appended, not replaced
+    assert lines[-1]["entropy_coef"] == 0.0  # the schedule went on from the resumed frames to its end
 
 
 @pytest.mark.parametrize("mode", ["sync", "hts"])

@@ -1,0 +1,44 @@
+"""The learning rate and the entropy bonus follow the frames learned (``fastrl.learning.schedules``)."""
+import pytest
+
+from fastrl.config import AlgoConfig, ConfigError, load_config
+from fastrl.learning import schedules
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_constant_entropy_bonus_never_moves():
+    algo = AlgoConfig(entropy_coef=0.02, entropy_final=0.5, entropy_anneal_frames=100)
+    assert [schedules.entropy_coef(algo, f, 1000) for f in (0, 50, 10_000)] == [0.02, 0.02, 0.02]
+
+
+def test_a_linear_entropy_bonus_reaches_its_final_value_and_stays():
+    algo = AlgoConfig(entropy_schedule="linear", entropy_coef=0.01, entropy_final=0.001, entropy_anneal_frames=1000)
+    values = [schedules.entropy_coef(algo, f, 10**7) for f in (0, 250, 500, 1000, 5000)]
+    assert values == pytest.approx([0.01, 0.00775, 0.0055, 0.001, 0.001])
+
+
+def test_the_entropy_anneal_defaults_to_the_runs_frames_and_is_split_between_learners():
+    algo = AlgoConfig(entropy_schedule="linear", entropy_coef=0.01, entropy_final=0.0)
+    assert schedules.entropy_coef(algo, 500, 1000) == pytest.approx(0.005)
+    # four learners (gala) each learn a quarter of the frames: halfway through theirs at 125
+    assert schedules.entropy_coef(algo, 125, 1000, share=4) == pytest.approx(0.005)
+
+
+def test_the_learning_rate_anneals_to_zero_over_the_runs_frames():
+    algo = AlgoConfig(lr=1e-3, lr_schedule="linear")
+    assert [schedules.learning_rate(algo, f, 1000) for f in (0, 500, 1000, 2000)] == pytest.approx([1e-3, 5e-4, 0, 0])
+    assert schedules.learning_rate(AlgoConfig(lr=1e-3, lr_schedule="constant"), 900, 1000) == 1e-3
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("algo.entropy_schedule='cosine'", "algo.entropy_schedule"),
+        ("algo.entropy_final=-0.1", "algo.entropy_final"),
+        ("algo.entropy_anneal_frames=-5", "algo.entropy_anneal_frames"),
+    ],
+)
+def test_bad_entropy_schedules_are_refused_by_name(override, named):
+    with pytest.raises(ConfigError, match=named):
+        load_config(None, [override])
