@@ -185,7 +185,12 @@ class AlgoConfig:
     epochs: int = _f(4, "ppo: passes over each storage per update", min=1, max=1000)
     minibatches: int = _f(4, "ppo: minibatches per epoch (the envs x rollout steps split evenly)", min=1)
     clip: float = _f(0.1, "ppo: clip range of the probability ratio", min_exclusive=0.0)
-    value_clip: float = _f(0.1, "ppo: clip range of the value change around the pre-update value (0 disables)", min=0.0)
+    value_clip: float = _f(
+        1.0,
+        "ppo: clip range of the value change around the pre-update value, in units of the returns' running std "
+        "when algo.normalize_returns (0 disables)",
+        min=0.0,
+    )
     gae_lambda: float = _f(0.95, "ppo: GAE lambda (1 gives n-step returns minus V)", min=0.0, max=1.0)
     normalize_advantages: bool = _f(True, "ppo: standardize advantages per minibatch")
     normalize_returns: bool | str = _f(
