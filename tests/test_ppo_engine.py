@@ -19,11 +19,18 @@ from tests.helpers.recording import LinearPolicy, RecordingLearner
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
-LR, GAMMA, LAM, CLIP, VALUE_COEF, ENTROPY_COEF = 0.05, 0.9, 0.8, 0.2, 0.5, 0.01
+LR, GAMMA, LAM, VALUE_COEF, ENTROPY_COEF = 0.05, 0.9, 0.8, 0.5, 0.01
 ENVS, STEPS, ROLLOUTS, EPOCHS, MINIBATCHES, SEED = 4, 3, 5, 2, 3, 7
+CLIP, CLIP_FINAL = 0.3, 0.02  # algo.clip_schedule = 'linear' over the run: the epochs on rollout j clip at clip_at(j)
 
 
-def ppo_epochs(theta: dict, data: dict, rollout: int) -> dict:
+def clip_at(counted: int) -> float:
+    """The clip range of epochs that run when the learner's frame counter has ``counted`` rollouts: sync's epochs
+    on D(θ_j) count j, hts's count j + 1 (the counters move with θ_{j+1}, published before them)."""
+    return CLIP + (CLIP_FINAL - CLIP) * counted / ROLLOUTS
+
+
+def ppo_epochs(theta: dict, data: dict, rollout: int, lag: int = 0) -> dict:
     net = LinearPolicy((4,), 2)
     net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in theta.items()})
     obs = torch.from_numpy(data["obs"]).float()
@@ -41,7 +48,7 @@ def ppo_epochs(theta: dict, data: dict, rollout: int) -> dict:
     for _ in range(EPOCHS):
         for index in minibatch_indices(ENVS * STEPS, MINIBATCHES, rng):
             batch = PPOBatch(*(getattr(flat, f)[torch.from_numpy(index)] for f in PPOBatch.__dataclass_fields__))
-            loss, _ = ppo_loss(net, batch, CLIP, 0.0, VALUE_COEF, ENTROPY_COEF, True)
+            loss, _ = ppo_loss(net, batch, clip_at(rollout + lag), 0.0, VALUE_COEF, ENTROPY_COEF, True)
             grads = torch.autograd.grad(loss, list(net.parameters()))
             with torch.no_grad():
                 for p, g in zip(net.parameters(), grads):
@@ -63,7 +70,8 @@ def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, 
         f"engine.rollout={STEPS}", f"run.total_frames={ENVS * STEPS * ROLLOUTS}", "run.progress=false",
         f"run.seed={SEED}", f"run.dir='{tmp_path}'", "model.name='tests.helpers.recording:linear_policy'",
         "algo.name='ppo'", "algo.optimizer='sgd'", f"algo.lr={LR}", "algo.max_grad_norm=0", f"algo.gamma={GAMMA}",
-        f"algo.gae_lambda={LAM}", f"algo.clip={CLIP}", f"algo.value_coef={VALUE_COEF}",
+        f"algo.gae_lambda={LAM}", f"algo.clip={CLIP}", "algo.clip_schedule='linear'", f"algo.clip_final={CLIP_FINAL}",
+        f"algo.value_coef={VALUE_COEF}",
         f"algo.entropy_coef={ENTROPY_COEF}", f"algo.epochs={EPOCHS}", f"algo.minibatches={MINIBATCHES}",
         "algo.lr_schedule='constant'", "algo.value_clip=0.0",
     ]
@@ -79,9 +87,10 @@ def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, 
     else:
         _close(theta[1], theta[0], "θ_1")
         for j in range(ROLLOUTS - 2):
-            _close(theta[j + 2], ppo_epochs(theta[j + 1], data[j], j), f"θ_{j + 2}")
-        last_published = ppo_epochs(theta[-1], data[-2], ROLLOUTS - 2)  # θ_R, released at the last barrier
-        _close(saved, ppo_epochs(last_published, data[-1], ROLLOUTS - 1), "final")  # the last rollout is used too
+            _close(theta[j + 2], ppo_epochs(theta[j + 1], data[j], j, lag=1), f"θ_{j + 2}")
+        last_published = ppo_epochs(theta[-1], data[-2], ROLLOUTS - 2, lag=1)  # θ_R, released at the last barrier
+        # the last rollout is used too
+        _close(saved, ppo_epochs(last_published, data[-1], ROLLOUTS - 1, lag=1), "final")
         # the check tells the rules apart: epochs from θ_j instead of θ_{j+1} land elsewhere
-        wrong = ppo_epochs(theta[1], data[1], 1)
+        wrong = ppo_epochs(theta[1], data[1], 1, lag=1)
         assert max(np.abs(wrong[k] - theta[3][k]).max() for k in wrong) > 1e-4

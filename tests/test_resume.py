@@ -31,6 +31,7 @@ ANNEALED_ENTROPY = [
     "algo.entropy_schedule='linear'", "algo.entropy_coef=0.05", "algo.entropy_final=0.0",
     "algo.entropy_anneal_frames=600",
 ]
+ANNEALED_CLIP = ["algo.clip_schedule='linear'", "algo.clip=0.3", "algo.clip_final=0.1", "algo.clip_anneal_frames=600"]
 
 
 # PPO resumes exactly in the default set with Box actions, LSTMs and reward normalisation (hts-ppo there); here
@@ -39,7 +40,7 @@ ANNEALED_ENTROPY = [
                                             pytest.param("sync", "ppo", marks=pytest.mark.slow),
                                             pytest.param("hts", "ppo", marks=pytest.mark.slow)])
 def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode, algo):
-    job = [f"algo.name='{algo}'", *ANNEALED_ENTROPY]
+    job = [f"algo.name='{algo}'", *ANNEALED_ENTROPY, *(ANNEALED_CLIP if algo == "ppo" else [])]
     _, whole = _train(tmp_path, "whole", "engine.serial=true", "run.total_frames=800", *job, mode=mode)
     _, half = _train(tmp_path, "half", "run.total_frames=400", *job, mode=mode)  # processes
     first = load_checkpoint(half)
@@ -53,6 +54,8 @@ def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode
     lines = [json.loads(line) for line in (half / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["frames"] == 800 and any(line["frames"] <= 400 for line in lines)  # appended, not replaced
     assert lines[-1]["entropy_coef"] == 0.0  # the schedule went on from the resumed frames to its end
+    if algo == "ppo":
+        assert lines[-1]["clip"] == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize("mode", ["sync", "hts"])

@@ -42,3 +42,30 @@ def test_the_learning_rate_anneals_to_zero_over_the_runs_frames():
 def test_bad_entropy_schedules_are_refused_by_name(override, named):
     with pytest.raises(ConfigError, match=named):
         load_config(None, [override])
+
+
+def test_a_linear_clip_range_reaches_its_final_value_and_stays():
+    algo = AlgoConfig(clip_schedule="linear", clip=0.2, clip_final=0.1, clip_anneal_frames=1000)
+    values = [schedules.clip_range(algo, f, 10**7) for f in (0, 500, 1000, 5000)]
+    assert values == pytest.approx([0.2, 0.15, 0.1, 0.1])
+    # split between learners as the entropy's, and defaulting to the run's frames
+    assert schedules.clip_range(AlgoConfig(clip_schedule="linear", clip=0.3), 250, 1000, share=2) == pytest.approx(0.2)
+    assert schedules.clip_range(AlgoConfig(clip=0.3, clip_final=0.1, clip_anneal_frames=10), 500, 1000) == 0.3
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("algo.clip_schedule='step'", "algo.clip_schedule"),
+        ("algo.clip_final=0", "algo.clip_final"),
+        ("algo.clip_anneal_frames=-1", "algo.clip_anneal_frames"),
+    ],
+)
+def test_bad_clip_schedules_are_refused_by_name(override, named):
+    with pytest.raises(ConfigError, match=named):
+        load_config(None, [override])
+
+
+def test_a_clip_schedule_is_refused_where_nothing_clips():
+    with pytest.raises(ConfigError, match="algo.clip_schedule = 'linear'.*'impala'"):
+        load_config(None, ["engine.mode='async'", "algo.clip_schedule='linear'"])

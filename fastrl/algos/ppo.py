@@ -192,7 +192,7 @@ class PPO(UpdateRule):
                 loss, stats = ppo_loss(
                     net,
                     batch,
-                    algo.clip,
+                    self.clip,
                     algo.value_clip,
                     algo.value_coef,
                     self.entropy_coef,

@@ -65,7 +65,9 @@ class UpdateRule:
         self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
         self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
         self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)
-        self.entropy_coef = algo.entropy_coef  # the learner sets it by algo.entropy_schedule before each learn
+        # the learner sets these by algo.entropy_schedule and algo.clip_schedule before each learn
+        self.entropy_coef = algo.entropy_coef
+        self.clip = algo.clip  # ppo's
 
     @property
     def trained(self) -> torch.nn.Module:

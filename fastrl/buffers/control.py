@@ -63,9 +63,10 @@ class Stat(IntEnum):
     RANKS_S = 21  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
     RADIUS = 22  # gala under torchrun: max over every rank's learners of ‖x_g − x̄‖ at the previous consensus round
     ENTROPY_COEF = 23  # the entropy bonus weight of the last update (algo.entropy_schedule)
+    CLIP = 24  # ppo: the probability ratio's clip range of the last update (algo.clip_schedule)
 
 
-STAT_COLUMNS = 24
+STAT_COLUMNS = 25
 
 
 class Activity(IntEnum):

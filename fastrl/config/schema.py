@@ -184,7 +184,19 @@ class AlgoConfig:
     max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
     epochs: int = _f(4, "ppo: passes over each storage per update", min=1, max=1000)
     minibatches: int = _f(4, "ppo: minibatches per epoch (the envs x rollout steps split evenly)", min=1)
-    clip: float = _f(0.1, "ppo: clip range of the probability ratio", min_exclusive=0.0)
+    clip: float = _f(
+        0.1, "ppo: clip range of the probability ratio (the start of algo.clip_schedule)", min_exclusive=0.0
+    )
+    clip_schedule: str = _f(
+        "constant",
+        "ppo: 'constant', or 'linear': clip -> clip_final over clip_anneal_frames, then held, from the learner's "
+        "frame counter (deterministic, resumed exactly): large policy steps while little is learned, small after",
+        choices=("constant", "linear"),
+    )
+    clip_final: float = _f(0.1, "algo.clip_schedule = 'linear': the clip range it ends at", min_exclusive=0.0)
+    clip_anneal_frames: int = _f(
+        0, "algo.clip_schedule = 'linear': frames to go from clip to clip_final (0: run.total_frames)", min=0
+    )
     value_clip: float = _f(
         1.0,
         "ppo: clip range of the value change around the pre-update value, in units of the returns' running std "

@@ -30,6 +30,11 @@ def validate(config: Config) -> None:
         raise ConfigError(wrong_algorithm)
     if config.algo.normalize_returns and name != "ppo":
         raise ConfigError(f"algo.normalize_returns = true is implemented for algo.name = 'ppo', not {name!r}")
+    if config.algo.clip_schedule != "constant" and name != "ppo":
+        raise ConfigError(
+            f"algo.clip_schedule = {config.algo.clip_schedule!r} anneals PPO's clip range: algo.name is {name!r}, "
+            "which clips nothing; leave algo.clip_schedule = 'constant'"
+        )
     if config.algo.normalize_rewards and name == "none":
         raise ConfigError(
             "algo.normalize_rewards = true needs a learning algorithm: algo.name = 'none' trains on no reward"

@@ -78,6 +78,7 @@ class Learner:
         self.stats = buffers.control.learner_stats[index]
         self.stats[Stat.LR] = self.algo.lr
         self.stats[Stat.ENTROPY_COEF] = self.algo.entropy_coef
+        self.stats[Stat.CLIP] = self.algo.clip
         executors = resolved_int(engine.executors, "engine.executors")
         worker = WorkerIds(executors, resolved_int(engine.actors, "engine.actors"), engine.learners).learner(index)
         self.timing = buffers.control.timing[worker]
@@ -220,7 +221,7 @@ class Learner:
         ``env_ids``: the env of each slot (async batches; default: the learner's envs in order)."""
         if self.rewards is not None:  # a scaled copy: the slots keep the raw rewards
             storage = self.rewards.scaled(storage, env_ids)
-        self._schedule_entropy()
+        self._schedule_loss_weights()
         for column, value in self.rule.learn(storage, rollout).items():
             self.stats[column] = value
         if self.rewards is not None:
@@ -333,11 +334,14 @@ class Learner:
             group["lr"] = lr
         self.stats[Stat.LR] = lr
 
-    def _schedule_entropy(self) -> None:
-        """``algo.entropy_schedule``, by frames learned so far: the bonus the rule's next loss weighs."""
-        coef = schedules.entropy_coef(self.algo, float(self.stats[Stat.FRAMES]), self.total_frames, self.share)
-        self.rule.entropy_coef = coef
-        self.stats[Stat.ENTROPY_COEF] = coef
+    def _schedule_loss_weights(self) -> None:
+        """``algo.entropy_schedule`` and ``algo.clip_schedule``, by frames learned so far: the bonus and the
+        clip range of the rule's next loss."""
+        frames = float(self.stats[Stat.FRAMES])
+        self.rule.entropy_coef = schedules.entropy_coef(self.algo, frames, self.total_frames, self.share)
+        self.rule.clip = schedules.clip_range(self.algo, frames, self.total_frames, self.share)
+        self.stats[Stat.ENTROPY_COEF] = self.rule.entropy_coef
+        self.stats[Stat.CLIP] = self.rule.clip
 
     @torch.no_grad()
     def _record_update_norm(self, params: list[torch.Tensor], before: list[torch.Tensor]) -> None:

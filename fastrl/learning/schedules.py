@@ -1,5 +1,5 @@
-"""Hyperparameters that move with the frames learned: the learning rate (``algo.lr_schedule``) and the
-entropy bonus (``algo.entropy_schedule``).
+"""Hyperparameters that move with the frames learned: the learning rate (``algo.lr_schedule``), the
+entropy bonus (``algo.entropy_schedule``) and PPO's clip range (``algo.clip_schedule``).
 
 Both read the learner's frame counter, never the clock, so layouts, runs and their resumes see the
 same values at the same update. ``share`` is the number of learners the run's frames are split
@@ -29,5 +29,18 @@ def entropy_coef(algo: AlgoConfig, frames: float, total_frames: int, share: int 
     ``entropy_anneal_frames`` (0: ``total_frames``) and held there."""
     if algo.entropy_schedule == "constant":
         return algo.entropy_coef
-    span = algo.entropy_anneal_frames or total_frames
-    return linear(algo.entropy_coef, algo.entropy_final, frames / max(span // share, 1))
+    return _annealed(algo.entropy_coef, algo.entropy_final, algo.entropy_anneal_frames, frames, total_frames, share)
+
+
+def clip_range(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
+    """PPO's ``clip``, or ``clip`` moved linearly to ``clip_final`` over ``clip_anneal_frames``
+    (0: ``total_frames``) and held there."""
+    if algo.clip_schedule == "constant":
+        return algo.clip
+    return _annealed(algo.clip, algo.clip_final, algo.clip_anneal_frames, frames, total_frames, share)
+
+
+def _annealed(start: float, end: float, anneal_frames: int, frames: float, total_frames: int, share: int) -> float:
+    """``start`` moved linearly to ``end`` over this learner's share of ``anneal_frames`` (0: ``total_frames``)."""
+    span = anneal_frames or total_frames
+    return linear(start, end, frames / max(span // share, 1))

@@ -164,6 +164,7 @@ class Telemetry:
         if stats[Stat.RANKS_S] > 0:
             line["ranks_s"] = round(float(stats[Stat.RANKS_S]), 3)  # torchrun: in collectives with the other ranks
         if self.config.algo.name == "ppo":
+            line["clip"] = float(stats[Stat.CLIP])
             line["clip_fraction"] = float(stats[Stat.CLIP_FRACTION])
             line["approx_kl"] = float(stats[Stat.APPROX_KL])
         if self.gala:
