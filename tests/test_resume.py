@@ -26,10 +26,10 @@ def _identical(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-# a bonus that moves with the frames learned: the resumed half must take it up where it stopped
-ANNEALED_ENTROPY = [
+# a bonus and a learning rate that move with the frames learned: the resumed half must take them up where it stopped
+ANNEALED = [
     "algo.entropy_schedule='linear'", "algo.entropy_coef=0.05", "algo.entropy_final=0.0",
-    "algo.entropy_anneal_frames=600",
+    "algo.entropy_anneal_frames=600", "algo.lr_schedule='linear'", "algo.lr_final=1e-4", "algo.lr_anneal_frames=600",
 ]
 ANNEALED_CLIP = ["algo.clip_schedule='linear'", "algo.clip=0.3", "algo.clip_final=0.1", "algo.clip_anneal_frames=600"]
 
@@ -40,7 +40,7 @@ ANNEALED_CLIP = ["algo.clip_schedule='linear'", "algo.clip=0.3", "algo.clip_fina
                                             pytest.param("sync", "ppo", marks=pytest.mark.slow),
                                             pytest.param("hts", "ppo", marks=pytest.mark.slow)])
 def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode, algo):
-    job = [f"algo.name='{algo}'", *ANNEALED_ENTROPY, *(ANNEALED_CLIP if algo == "ppo" else [])]
+    job = [f"algo.name='{algo}'", *ANNEALED, *(ANNEALED_CLIP if algo == "ppo" else [])]
     _, whole = _train(tmp_path, "whole", "engine.serial=true", "run.total_frames=800", *job, mode=mode)
     _, half = _train(tmp_path, "half", "run.total_frames=400", *job, mode=mode)  # processes
     first = load_checkpoint(half)
@@ -53,7 +53,8 @@ def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode
     assert _identical(resumed["optimizer"]["state"][0], load_checkpoint(whole)["optimizer"]["state"][0])
     lines = [json.loads(line) for line in (half / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["frames"] == 800 and any(line["frames"] <= 400 for line in lines)  # appended, not replaced
-    assert lines[-1]["entropy_coef"] == 0.0  # the schedule went on from the resumed frames to its end
+    assert lines[-1]["entropy_coef"] == 0.0  # the schedules went on from the resumed frames to their ends
+    assert lines[-1]["lr"] == pytest.approx(1e-4)
     if algo == "ppo":
         assert lines[-1]["clip"] == pytest.approx(0.1)
 

@@ -31,15 +31,25 @@ def test_the_learning_rate_anneals_to_zero_over_the_runs_frames():
     assert schedules.learning_rate(AlgoConfig(lr=1e-3, lr_schedule="constant"), 900, 1000) == 1e-3
 
 
+def test_a_linear_learning_rate_with_a_horizon_of_its_own_ends_at_lr_final_and_holds():
+    algo = AlgoConfig(lr=5e-4, lr_schedule="linear", lr_final=1e-4, lr_anneal_frames=1000)
+    values = [schedules.learning_rate(algo, f, 10**7) for f in (0, 500, 1000, 10**6)]
+    assert values == pytest.approx([5e-4, 3e-4, 1e-4, 1e-4])
+    # each of two learners runs it over its share of the frames
+    assert schedules.learning_rate(algo, 250, 10**7, share=2) == pytest.approx(3e-4)
+
+
 @pytest.mark.parametrize(
     ("override", "named"),
     [
         ("algo.entropy_schedule='cosine'", "algo.entropy_schedule"),
         ("algo.entropy_final=-0.1", "algo.entropy_final"),
         ("algo.entropy_anneal_frames=-5", "algo.entropy_anneal_frames"),
+        ("algo.lr_final=-1e-4", "algo.lr_final"),
+        ("algo.lr_anneal_frames=-5", "algo.lr_anneal_frames"),
     ],
 )
-def test_bad_entropy_schedules_are_refused_by_name(override, named):
+def test_bad_entropy_and_lr_schedules_are_refused_by_name(override, named):
     with pytest.raises(ConfigError, match=named):
         load_config(None, [override])
 

@@ -151,7 +151,7 @@ class AlgoConfig:
         "async, a2c in gala",
         choices=(AUTO, *ALGORITHMS),
     )
-    lr: float = _f(2.5e-4, "learning rate", min_exclusive=0.0)
+    lr: float = _f(5e-4, "learning rate (the start of algo.lr_schedule)", min_exclusive=0.0)
     optimizer: str = _f(
         "adam",
         "optimizer; 'rmsprop_tf' is RMSprop as TensorFlow and openai/baselines compute it (square average "
@@ -160,9 +160,14 @@ class AlgoConfig:
     )
     lr_schedule: str = _f(
         "linear",
-        "'constant', or 'linear': lr x (1 - frames / run.total_frames) at each update (PPO and A2C papers), "
-        "from the learner's frame counter, so runs and resumes stay deterministic",
+        "'constant', or 'linear': lr -> lr_final over lr_anneal_frames, then held (the defaults: to 0 over "
+        "run.total_frames, as the PPO and A2C papers), from the learner's frame counter, so runs and resumes stay "
+        "deterministic",
         choices=("constant", "linear"),
+    )
+    lr_final: float = _f(0.0, "algo.lr_schedule = 'linear': the learning rate it ends at", min=0.0)
+    lr_anneal_frames: int = _f(
+        0, "algo.lr_schedule = 'linear': frames to go from lr to lr_final (0: run.total_frames)", min=0
     )
     eps: float = _f(1e-5, "optimizer epsilon (rmsprop_tf: under the square root)", min_exclusive=0.0)
     rms_alpha: float = _f(0.99, "RMSprop smoothing constant (rmsprop, rmsprop_tf)", min=0.0, max=1.0)

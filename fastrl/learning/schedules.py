@@ -1,7 +1,7 @@
 """Hyperparameters that move with the frames learned: the learning rate (``algo.lr_schedule``), the
 entropy bonus (``algo.entropy_schedule``) and PPO's clip range (``algo.clip_schedule``).
 
-Both read the learner's frame counter, never the clock, so layouts, runs and their resumes see the
+All three read the learner's frame counter, never the clock, so layouts, runs and their resumes see the
 same values at the same update. ``share`` is the number of learners the run's frames are split
 between (gala's learners times torchrun's ranks): each learner's schedule runs over its share.
 """
@@ -17,11 +17,11 @@ def linear(start: float, end: float, done: float) -> float:
 
 
 def learning_rate(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
-    """``lr``, or ``lr`` annealed linearly to 0 over ``total_frames``."""
+    """``lr``, or ``lr`` moved linearly to ``lr_final`` over ``lr_anneal_frames`` (0: ``total_frames``) and
+    held there."""
     if algo.lr_schedule == "constant":
         return algo.lr
-    done = min(frames / max(total_frames // share, 1), 1.0)
-    return algo.lr * max(1.0 - done, 0.0)
+    return _annealed(algo.lr, algo.lr_final, algo.lr_anneal_frames, frames, total_frames, share)
 
 
 def entropy_coef(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
