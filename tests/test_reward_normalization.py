@@ -173,8 +173,10 @@ def test_a_run_resumed_at_a_checkpoint_equals_the_uninterrupted_one(tmp_path, mo
 
 
 def test_async_impala_scales_every_batch_by_its_envs(tmp_path):
+    # 1600 frames are 200 steps per env, Pendulum's time limit: an env whose 200th step was trained would have
+    # its accumulator reset to 0 by the truncation, so whether one is depends on the batches. No limit here.
     summary, run = _train(tmp_path, "async", "engine.executors=2", "run.total_frames=1600", "algo.batch_slots=4",
-                          mode="async", algo="impala")
+                          "env.kwargs={ max_episode_steps = 100000 }", mode="async", algo="impala")
     assert summary["status"] == "complete"
     checkpoint = load_checkpoint(run)
     scaling = checkpoint["resume"]["reward_scaling"]
