@@ -95,6 +95,7 @@ def train(
     every case the workers are stopped, the shared memory is freed and the last good
     parameters are in ``RUN_DIR/checkpoints/latest.pt``.
     """
+    from fastrl.process.fork_server import start_fork_server
     from fastrl.process.supervisor import Supervisor, plan_run
     from fastrl.process.warmup import compile_kernels
     from fastrl.ranks import launch
@@ -104,6 +105,8 @@ def train(
         resume, config, run_dir = run_dir, None, None
     resumed = _prepare_resume(resume, config, run_dir, overrides) if resume is not None else None
     config = resumed.config if resumed else resolve_config(config, overrides)
+    if not config.engine.serial:
+        start_fork_server()  # its imports run while the run is planned
     ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
     # every input check, before anything starts
     plan = plan_run(launch.local_config(config, ranks) if ranks else config)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
-import os
 import signal
 
 PR_SET_PDEATHSIG = 1
@@ -23,10 +22,11 @@ def die_with_parent() -> bool:
 
 
 def orphaned() -> bool:
-    """Whether the process that started this one is already gone (it died before ``die_with_parent``
-    took effect, so no signal will come)."""
+    """Whether the process that started this one is gone: read from multiprocessing's parent sentinel, a
+    pipe the parent holds, so it holds for a child forked by a fork server too (whose OS parent is the
+    server). Right after ``die_with_parent``: the parent died before it took effect, so no signal will come."""
     parent = multiprocessing.parent_process()
-    return parent is not None and os.getppid() != parent.pid
+    return parent is not None and not parent.is_alive()
 
 
 def stop_processes(processes: list, kill_wait_s: float) -> None:

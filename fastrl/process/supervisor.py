@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import multiprocessing as mp
 import os
 import signal
 import time
@@ -44,6 +43,7 @@ from fastrl.process.faults import (
     failure_message,
     interrupt_message,
 )
+from fastrl.process.fork_server import worker_context
 from fastrl.process.last_checkpoint import ensure_checkpoint
 from fastrl.process.lifeline import stop_processes
 from fastrl.process.signals import SignalGuard
@@ -241,10 +241,10 @@ class Supervisor:
     def _start_workers(self, spec: RunSpec, channels: Channels) -> None:
         from fastrl.process.worker import worker_main
 
-        ctx = mp.get_context("spawn")
+        context, environ = worker_context(), dict(os.environ)
         for role, index in roles(self.config.engine):
-            p = ctx.Process(
-                target=worker_main, args=(role, index, spec, channels, os.getpid()), name=f"{role}-{index}", daemon=True
+            p = context.Process(
+                target=worker_main, args=(role, index, spec, channels, environ), name=f"{role}-{index}", daemon=True
             )
             p.start()
             self.processes[p.name] = p

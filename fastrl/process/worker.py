@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import faulthandler
 import logging
-import os
 import signal
 import sys
 import time
@@ -26,7 +25,8 @@ from fastrl.errors import StopRequested
 from fastrl.process.component import Component, build_component, torch_threads
 from fastrl.process.core_rotation import CoreRotation
 from fastrl.process.faults import describe_exception, exception_details
-from fastrl.process.lifeline import die_with_parent
+from fastrl.process.fork_server import apply_environment
+from fastrl.process.lifeline import die_with_parent, orphaned
 from fastrl.sampling.channels import Channels
 from fastrl.spec import RunSpec, WorkerIds
 
@@ -54,12 +54,12 @@ class _Termination:
             sys.exit(143)
 
 
-def _orphaned(parent_pid: int, signalled: bool) -> bool:
-    """Whether the main process is gone. Linux sends PDEATHSIG when the *thread* that started us
-    exits, and getppid() changes only once the killed main process's last thread has: a worker
-    SIGTERM'd by a dying main process can see its old parent for a moment, so it waits for it."""
+def _orphaned(signalled: bool) -> bool:
+    """Whether the main process is gone. A worker SIGTERM'd by a dying main process (PDEATHSIG, through
+    the fork server) can see the main process's end of the pipe still open for a moment, until its last
+    thread has exited, so it waits for it."""
     deadline = time.monotonic() + (ORPHAN_WAIT_S if signalled else 0.0)
-    while os.getppid() == parent_pid:
+    while not orphaned():
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.01)
@@ -71,8 +71,10 @@ def _beating_ids(role: str, index: int, ids: WorkerIds, inline: bool) -> list[in
     return [worker, ids.actor(index)] if role == "executor" and inline else [worker]
 
 
-def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent_pid: int) -> None:
+def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, environ: dict[str, str]) -> None:
+    """A worker's whole life; ``environ``: the main process's environment at the run's start."""
     die_with_parent()
+    apply_environment(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     termination = _Termination(role)
     engine = spec.config.engine
@@ -112,7 +114,7 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
                 for worker in beating:
                     control.heartbeat[worker] = now
                 last_beat = now
-                if os.getppid() != parent_pid:
+                if orphaned():
                     break  # the main process is gone: nobody will read our results
     except StopRequested:  # stopped while waiting on a gala peer: an ordinary stop
         _shutdown(component)
@@ -126,7 +128,7 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, parent
         _shutdown(component)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second PDEATHSIG must not cut the clean-up short
-        if _orphaned(parent_pid, termination.requested):  # main was killed (-9): nobody else frees the memory;
+        if _orphaned(termination.requested):  # main was killed (-9): nobody else frees the memory;
             buffers.arena.unlink(orphaned=True)  # first, so a failing close below cannot skip it (the name only)
         if component is not None:
             component.close()

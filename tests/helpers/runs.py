@@ -24,16 +24,29 @@ def _children(pid: int) -> list[int]:
 
 
 def live_children() -> list[int]:
+    """The run workers still alive: this process's own (spawned), and the fork server's children. The fork
+    server itself (fastrl.process.fork_server) lives as long as this process, serving every run."""
     multiprocessing.active_children()  # reap finished ones
-    return [pid for pid in _children(os.getpid()) if _is_fastrl_worker(pid)]
+    servers = fork_servers()
+    spawned = [pid for pid in _children(os.getpid()) if pid not in servers and _is_fastrl_worker(pid)]
+    return spawned + [pid for server in servers for pid in _children(server)]
+
+
+def fork_servers() -> list[int]:
+    """This process's multiprocessing fork servers (fastrl.process.fork_server), alive."""
+    return [pid for pid in _children(os.getpid()) if b"multiprocessing.forkserver" in _cmdline(pid)]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 def _is_fastrl_worker(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read()
-    except OSError:
-        return False
+    cmd = _cmdline(pid)
     # faster-fifo/multiprocessing helpers (resource tracker) are not run workers
     return b"multiprocessing.spawn" in cmd or b"fastrl" in cmd
 
