@@ -106,7 +106,7 @@ def train(
     resumed = _prepare_resume(resume, config, run_dir, overrides) if resume is not None else None
     config = resumed.config if resumed else resolve_config(config, overrides)
     if not config.engine.serial:
-        start_fork_server()  # its imports run while the run is planned
+        start_fork_server(config.engine.start_method)  # its imports run while the run is planned
     ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
     # every input check, before anything starts
     plan = plan_run(launch.local_config(config, ranks) if ranks else config)

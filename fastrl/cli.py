@@ -140,6 +140,7 @@ def _benches() -> dict:
         policy_lag,
         references,
         sampling,
+        startup,
         suite,
         time_to_score,
     )
@@ -159,6 +160,7 @@ def _benches() -> dict:
             time_to_score,
             "train until the mean score of the last W episodes reaches a target, or a time cap",
         ),
+        "startup": (startup, "a run's seconds from train() to return, workers forked from the fork server vs spawned"),
         "suite": (suite, "a config on several Atari games and seeds: human-normalised IQM and median with intervals"),
     }
 

@@ -125,3 +125,30 @@ def test_references_bench_prints_both_references(capsys):
     assert result["raw_emulator"]["fps"] > 0 and result["atari_vector_env"]["fps"] > 0
     assert result["atari_vector_env"]["of_raw"] == pytest.approx(
         result["atari_vector_env"]["fps"] / result["raw_emulator"]["fps"])
+
+
+def test_startup_bench_times_both_start_methods_in_fresh_processes(capsys):
+    """Two runs per start method, each method in a Python process of its own: spawn's runs use
+    engine.start_method = 'spawn' end to end, the fork server's are served by a server of their own."""
+    from fastrl.cli import main as cli_main
+
+    small = ["--set", "engine.envs=4", "--set", "engine.rollout=8", "--set", "engine.executors=1",
+             "--set", "engine.inline_actors=true"]
+    assert cli_main(["bench", "startup", "configs/cartpole_ppo.toml", "--runs", "2", *small]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for method in ("spawn", "forkserver"):
+        times = result[method]
+        assert times["first_run_s"] > times["first_startup_s"] > 0 and times["later_run_s"] > 0
+    assert result["first_run_speedup"] > 0 and result["later_run_speedup"] > 0 and result["runs"] == 2
+    assert {"cpu", "cores", "torch"} <= set(result["machine"])
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--runs", "0"], "--runs must be >= 1"),
+    (["--set", "engine.start_method='fork'"], "engine.start_method = 'fork'"),
+])
+def test_startup_bench_refuses_bad_input_before_any_run(capsys, options, message):
+    from fastrl.cli import main as cli_main
+
+    assert cli_main(["bench", "startup", "configs/cartpole_ppo.toml", *options]) == 2
+    assert message in capsys.readouterr().err

@@ -62,6 +62,7 @@ def test_unknown_section():
         ("engine.mode='turbo'", r"engine.mode = 'turbo': allowed values are 'sync', 'hts', 'async', 'gala'"),
         ("engine.micro_batch=12", r"engine.micro_batch = 12: must be a multiple of 8"),
         ("engine.serial=1", r"engine.serial = 1: expected bool, got int"),
+        ("engine.start_method='fork'", r"engine.start_method = 'fork': allowed values are 'forkserver', 'spawn'"),
         ("engine.actors=20", r"engine.actors = 20 is more than engine.envs = 16"),
         ("engine.executors=17", r"engine.executors = 17 is more than engine.envs = 16"),
         ("model.hidden=[64, 'x']", r"model.hidden\[1\] = 'x': expected int"),

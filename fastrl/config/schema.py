@@ -127,6 +127,13 @@ class EngineConfig:
         min=0.0,
     )
     serial: bool = _f(False, "run executors, actors and learner in this one process (debugging, profiling)")
+    start_method: str = _f(
+        "forkserver",
+        "how worker processes start: 'forkserver', forked from a server that imported torch once and serves "
+        "every run of the process (where the OS has one; else spawned), or 'spawn', each a fresh interpreter "
+        "importing torch (~1.6 s of CPU a worker; docs/architecture.md#starting-workers)",
+        choices=("forkserver", "spawn"),
+    )
     actor_threads: int = _f(1, "torch threads per actor process", min=1, max=1024)
     learner_threads: int | str = _f(
         AUTO,

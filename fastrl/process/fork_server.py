@@ -17,7 +17,8 @@ preloaded libraries read from the environment at import; fastrl sets each worker
 
 The server's parent is the main process, and it exits when the main process does (even by SIGKILL: it
 reads a pipe the main process holds), so a worker's ``die_with_parent`` still ends it when the run's main
-process dies. Where there is no fork server (Windows), workers are spawned.
+process dies. Where there is no fork server (Windows), or with ``engine.start_method = "spawn"``, workers
+are spawned.
 """
 
 from __future__ import annotations
@@ -44,22 +45,23 @@ PRELOAD = (
 )
 
 
-def worker_context() -> ForkServerContext | SpawnContext:
-    """The multiprocessing context the run's workers are started with (a fork server where there is one).
+def worker_context(start_method: str = "forkserver") -> ForkServerContext | SpawnContext:
+    """The multiprocessing context the run's workers are started with (``engine.start_method``; spawn where
+    the OS has no fork server).
 
     The preload list takes effect when the server starts (the first run of the process); a server some
     other code of the process started first is used as it is (its workers import what it lacks)."""
-    if "forkserver" not in mp.get_all_start_methods():
+    if start_method == "spawn" or "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     context = mp.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))
     return context
 
 
-def start_fork_server() -> None:
+def start_fork_server(start_method: str = "forkserver") -> None:
     """Start the server now, so that its imports (~3 s of CPU) run beside the main process's checks and
     planning rather than after them; a no-op once it runs, or where workers are spawned."""
-    if worker_context().get_start_method() == "forkserver":
+    if worker_context(start_method).get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
         forkserver.ensure_running()

@@ -241,7 +241,7 @@ class Supervisor:
     def _start_workers(self, spec: RunSpec, channels: Channels) -> None:
         from fastrl.process.worker import worker_main
 
-        context, environ = worker_context(), dict(os.environ)
+        context, environ = worker_context(self.config.engine.start_method), dict(os.environ)
         for role, index in roles(self.config.engine):
             p = context.Process(
                 target=worker_main, args=(role, index, spec, channels, environ), name=f"{role}-{index}", daemon=True
