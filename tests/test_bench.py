@@ -89,6 +89,49 @@ def test_learner_bench_reports_eager_and_compiled_steps_and_the_cap_they_imply(c
                                                                rel=1e-2)
     assert result["compile_auto"] is False  # an MLP: "auto" leaves it eager
     assert {"cpu", "cores", "amx_bf16", "avx512_bf16", "torch"} <= set(result["machine"])
+    # the work counted: an MLP's forward is 2 x in x out FLOPs per row for each of its linear layers
+    import torch
+
+    policy = _cartpole_policy()
+    linear = sum(2 * m.in_features * m.out_features for m in policy.modules() if isinstance(m, torch.nn.Linear))
+    assert result["flops_per_sample"]["forward"] == linear
+    assert result["flops_per_sample"]["train"] > 2 * linear  # the backward adds to the forward
+    (gemm,) = result["gemm_gflops"]
+    assert gemm["precision"] == "fp32" and gemm["threads"] == 1 and gemm["gflops"] > 0
+    for what in ("train", "forward"):
+        for row in result[what]:
+            work = row["samples_s"] * result["flops_per_sample"][what] / 1e9
+            assert row["gflops"] == pytest.approx(work, rel=1e-2, abs=0.1)
+            assert row["of_gemm"] == pytest.approx(row["gflops"] / gemm["gflops"], rel=1e-2, abs=1e-3)
+
+
+def test_learner_bench_counts_a_step_s_work_against_a_matrix_product_s():
+    """The work counted without the compiled settings (the slow test above checks the whole JSON line)."""
+    import torch
+
+    import fastrl
+    from fastrl.bench.learner import _flops_per_sample, _gemm_gflops, _work_rate
+    from fastrl.envs.registry import probe_env
+
+    config = fastrl.api.resolve_config("configs/cartpole_ppo.toml", [])
+    flops = _flops_per_sample(probe_env(config.env), config, batch=64, micro_batch=8)
+    policy = _cartpole_policy()
+    linear = sum(2 * m.in_features * m.out_features for m in policy.modules() if isinstance(m, torch.nn.Linear))
+    # forward: every layer once; training step: its forward plus the backward's two products per layer, less
+    # the first layer's input gradient (observations need none)
+    assert flops["forward"] == linear
+    assert 2 * linear < flops["train"] <= 3 * linear
+    assert _gemm_gflops("fp32", seconds=0.05) > 0
+    assert _work_rate(1000.0, 2e6, 4.0) == {"gflops": 2.0, "of_gemm": 0.5}
+
+
+def _cartpole_policy():
+    import fastrl
+    from fastrl.envs.registry import probe_env
+    from fastrl.models.policy import build_policy
+
+    config = fastrl.api.resolve_config("configs/cartpole_ppo.toml", [])
+    return build_policy(probe_env(config.env), config, "cpu")
 
 
 def test_learner_bench_refuses_a_recurrent_model_naming_the_key(capsys):

@@ -15,7 +15,12 @@ For the config's model (built as the run builds it, from its env's spaces), one 
   PPO makes over a rollout x frame skip): an upper bound of the whole job's speed, where the learner is
   the bottleneck (2 CPU cores, Atari);
 - ``speedup``: compiled over eager per precision and thread count; ``compile_auto``: what
-  ``model.compile = "auto"`` decides for this config here; ``machine``: the CPU, its bf16 units, torch.
+  ``model.compile = "auto"`` decides for this config here; ``machine``: the CPU, its bf16 units, torch;
+- ``gflops`` and ``of_gemm`` on every row: the floating-point work done per second (``flops_per_sample``,
+  counted by ``torch.utils.flop_counter`` for the eager step: matrix products and convolutions, forward and
+  backward) and its share of ``gemm_gflops``, a square matrix product's GFLOP/s at the same precision and
+  thread count, measured in this process: the CPU's reachable dense peak, the reference that says how much
+  faster the step could still get on this machine without fewer FLOPs per sample.
 
 The step is PPO's loss for every algorithm: the model's forward and backward are the cost that
 compiling and precision change; A2C's and V-trace's loss terms cost little beside them. Each setting is
@@ -35,6 +40,9 @@ from collections.abc import Sequence
 from fastrl.config import Config, ConfigError
 
 WARM_UP_STEPS = 3
+# The reference product's side: 2.1 GFLOP a product, big enough for the BLAS to reach its peak on any core
+# count, small enough (4 MiB an operand in fp32) to be timed in a second on one core.
+GEMM_SIDE = 1024
 
 
 def measure(
@@ -65,18 +73,29 @@ def measure(
     precisions = ["fp32"] + (["bf16"] if image_model and any(machine[f] for f in BF16_FLAGS) else [])
     batch, passes = _minibatch(resolved)
     frame_skip = resolved.env.atari.frame_skip if _is_atari(resolved) else 1
+    flops = _flops_per_sample(info, resolved, batch, resolved.engine.micro_batch)
     rows: dict[str, list[dict]] = {"train": [], "forward": []}
+    gemm: list[dict] = []
     for precision in precisions:
         config_p = dataclasses.replace(resolved, model=dataclasses.replace(resolved.model, precision=precision))
         for count in threads:
             torch.set_num_threads(count)
+            peak = _gemm_gflops(precision, seconds)
+            gemm.append({"precision": precision, "threads": count, "gflops": round(peak, 1)})
             for compiled in (False, True):
                 setting = {"precision": precision, "threads": count, "compiled": compiled}
                 train, forward = _time_setting(info, config_p, compiled, batch, resolved.engine.micro_batch, seconds)
                 rows["train"].append(
-                    {**setting, **train, "frames_s_cap": round(train["samples_s"] / passes * frame_skip, 1)}
+                    {
+                        **setting,
+                        **train,
+                        **_work_rate(train["samples_s"], flops["train"], peak),
+                        "frames_s_cap": round(train["samples_s"] / passes * frame_skip, 1),
+                    }
                 )
-                rows["forward"].append({**setting, **forward})
+                rows["forward"].append(
+                    {**setting, **forward, **_work_rate(forward["samples_s"], flops["forward"], peak)}
+                )
     return {
         "bench": "learner",
         "config": config,
@@ -89,6 +108,8 @@ def measure(
         "seconds": seconds,
         **rows,
         "speedup": _speedups(rows),
+        "flops_per_sample": flops,
+        "gemm_gflops": gemm,
         "compile_auto": compiles(resolved, torch.device("cpu"), image_model),
         "machine": machine,
     }
@@ -136,6 +157,46 @@ def _time_setting(info, config: Config, compiled: bool, batch: int, micro_batch:
             model(obs)
 
     return train, _rate(forward, micro_batch, seconds)
+
+
+def _flops_per_sample(info, config: Config, batch: int, micro_batch: int) -> dict[str, float]:
+    """Floating-point operations per sample of one eager fp32 training step and of the actors' forward, as
+    ``torch.utils.flop_counter`` counts them (matrix products and convolutions; element-wise work is not
+    counted, so the shares below are of the work a BLAS could do)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from fastrl.algos.optimizers import make_optimizer
+    from fastrl.models.distributions import distribution_for
+    from fastrl.models.policy import build_policy
+
+    fp32 = dataclasses.replace(config, model=dataclasses.replace(config.model, precision="fp32"))
+    model = build_policy(info, fp32, "cpu")
+    optimizer = make_optimizer(model, config.algo)
+    data = _random_batch(info, batch)
+    with FlopCounterMode(display=False) as counter:
+        _train_step(model, optimizer, data, config.algo, distribution_for(info.action))
+    train = counter.get_total_flops() / batch
+    model.eval()
+    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+        model(data.obs[:micro_batch])
+    return {"train": round(train), "forward": round(counter.get_total_flops() / micro_batch)}
+
+
+def _gemm_gflops(precision: str, seconds: float) -> float:
+    """GFLOP/s of a ``GEMM_SIDE``-square matrix product in ``precision`` on torch's current thread count."""
+    import torch
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    generator = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(GEMM_SIDE, GEMM_SIDE, generator=generator).to(dtype) for _ in range(2))
+    rate = _rate(lambda: torch.mm(a, b), 1, min(seconds, 1.0))
+    return rate["samples_s"] * 2 * GEMM_SIDE**3 / 1e9
+
+
+def _work_rate(samples_s: float, flops_per_sample: float, gemm_gflops: float) -> dict:
+    gflops = samples_s * flops_per_sample / 1e9
+    return {"gflops": round(gflops, 1), "of_gemm": round(gflops / gemm_gflops, 3) if gemm_gflops > 0 else None}
 
 
 def _rate(call, rows: int, seconds: float) -> dict:
