@@ -101,9 +101,10 @@ def _conv_stack(in_channels: int, specs: Sequence[tuple[int, int, int]]) -> nn.S
     return nn.Sequential(*layers)
 
 
-class NatureCNN(_ImagePolicy):
-    """Mnih et al. 2015 (PAAC's ``arch_nature``): conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1,
-    FC 512, ReLU after each. Orthogonal init (gain sqrt(2); heads 0.01 and 1.0)."""
+class _PlainCNN(_ImagePolicy):
+    """``CONVS`` (``(out_channels, kernel, stride)`` each, ReLU after each) -> FC 512 -> heads."""
+
+    CONVS: tuple[tuple[int, int, int], ...] = ()
 
     def __init__(
         self,
@@ -114,12 +115,19 @@ class NatureCNN(_ImagePolicy):
         gaussian: bool = False,
         lstm: int = 0,
     ):
-        shape = _check_image_shape("NatureCNN", obs_shape, n_actions)
-        features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (64, 3, 1)])
+        shape = _check_image_shape(type(self).__name__, obs_shape, n_actions)
+        features = _conv_stack(shape[0], self.CONVS)
         super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm)
 
 
-class ShallowCNN(_ImagePolicy):
+class NatureCNN(_PlainCNN):
+    """Mnih et al. 2015 (PAAC's ``arch_nature``): conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1,
+    FC 512, ReLU after each. Orthogonal init (gain sqrt(2); heads 0.01 and 1.0)."""
+
+    CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+
+
+class ShallowCNN(_PlainCNN):
     """The A2C / GALA / HTS-RL network (``CNNBase`` of ikostrikov's pytorch-a2c-ppo-acktr, which
     GALA's and HTS-RL's code build on): conv 32 8x8/4, conv 64 4x4/2, conv **32** 3x3/1, FC 512.
 
@@ -128,18 +136,7 @@ class ShallowCNN(_ImagePolicy):
     parameters and ~20% fewer multiply-accumulates. Same initialisation as ``NatureCNN``.
     """
 
-    def __init__(
-        self,
-        obs_shape: Sequence[int],
-        n_actions: int,
-        normalize_obs: bool = False,
-        normalize_value: bool = False,
-        gaussian: bool = False,
-        lstm: int = 0,
-    ):
-        shape = _check_image_shape("ShallowCNN", obs_shape, n_actions)
-        features = _conv_stack(shape[0], [(32, 8, 4), (64, 4, 2), (32, 3, 1)])
-        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm)
+    CONVS = ((32, 8, 4), (64, 4, 2), (32, 3, 1))
 
 
 class _ResidualBlock(nn.Module):
