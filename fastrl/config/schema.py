@@ -194,7 +194,7 @@ class AlgoConfig:
     )
     value_coef: float = _f(0.5, "value loss weight", min=0.0)
     max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
-    epochs: int = _f(4, "ppo: passes over each storage per update", min=1, max=1000)
+    epochs: int = _f(3, "ppo: passes over each storage per update", min=1, max=1000)
     minibatches: int = _f(4, "ppo: minibatches per epoch (the envs x rollout steps split evenly)", min=1)
     clip: float = _f(
         0.1, "ppo: clip range of the probability ratio (the start of algo.clip_schedule)", min_exclusive=0.0
