@@ -25,6 +25,7 @@ class Ranks:
     backend: str  # 'gloo' or 'nccl' (resolved)
     timeout_s: float
     local_envs: int  # this rank's share of engine.envs
+    local_rank: int = 0  # torchrun's LOCAL_RANK: which of the node's GPUs this rank's processes use
 
     @property
     def leader(self) -> bool:
@@ -103,6 +104,11 @@ class RunSpec:
     @property
     def rank_count(self) -> int:
         return self.ranks.ranks if self.ranks else 1
+
+    @property
+    def local_rank(self) -> int:
+        """torchrun's LOCAL_RANK of this rank (0 without torchrun): the GPU its processes compute on."""
+        return self.ranks.local_rank if self.ranks else 0
 
     def global_env(self, env: int) -> int:
         """The index of this rank's env ``env`` over every rank: what its random streams are seeded by."""

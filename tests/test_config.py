@@ -122,4 +122,4 @@ def test_the_config_reference_lists_every_key_once_with_its_rules():
     for key, _, _ in field_docs():
         assert page.count(f"| `{key}` |") == 1, key
     assert '| `engine.mode` | `"sync"` | `"sync"`, `"hts"`, `"async"`, `"gala"` |' in page
-    assert "| `engine.micro_batch` | `16` | >= 8, <= 65536, a multiple of 8 |" in page
+    assert '| `engine.micro_batch` | `"auto"` | >= 8, <= 65536, a multiple of 8, or `"auto"` |' in page

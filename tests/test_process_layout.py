@@ -6,7 +6,16 @@ import tomllib
 import fastrl
 import fastrl.process.auto_layout as process_layout
 from fastrl.config import ConfigError, load_config
-from fastrl.process.auto_layout import Layout, Machine, choose_layout, choose_learner_threads, resolve_layout
+from fastrl.config import shipped_configs
+from fastrl.envs.atari import is_atari_id
+from fastrl.process.auto_layout import (
+    Layout,
+    Machine,
+    choose_layout,
+    choose_learner_threads,
+    choose_micro_batch,
+    resolve_layout,
+)
 from fastrl.process.supervisor import plan_run
 from tests.helpers.runs import cartpole
 
@@ -38,6 +47,17 @@ def test_cpu_only_one_inline_executor_per_core(cores, expected):
 def test_with_cuda_actor_processes_on_the_gpu_and_executors_on_the_rest(cores, expected):
     assert choose_layout(_engine("engine.device='auto'"), Machine(cores, cuda=True)) == expected
     assert choose_layout(_engine("engine.device='cuda'"), Machine(cores, cuda=True)) == expected
+
+
+@pytest.mark.parametrize("cores, expected", [
+    (2, Layout(2, 2, True)),
+    (16, Layout(8, 8, True)),  # the learner drives the GPU from a core of its own: 15 left, 2 envs each
+    (64, Layout(16, 16, True)),
+])
+def test_actors_on_the_cpu_with_a_gpu_learner_run_inline(cores, expected):
+    engine = _engine("engine.actor_device='cpu'")
+    assert choose_layout(engine, Machine(cores, cuda=True)) == expected
+    assert choose_learner_threads(engine, Machine(cores, cuda=True)) == 1  # the GPU computes: one thread feeds it
 
 
 def test_many_envs_on_many_cores_are_capped():
@@ -75,6 +95,37 @@ def test_learner_threads_of_a_small_model_stay_one():
     assert choose_learner_threads(_engine(), Machine(2, False), image_model=False) == 1
     assert choose_learner_threads(_engine(), Machine(64, False), image_model=False) == 1
     assert choose_learner_threads(_engine("engine.learner_threads=2"), Machine(2, False), image_model=False) == 2
+
+
+@pytest.mark.parametrize("cuda, overrides, image_model, expected", [
+    (False, (), True, 8),  # the CNNs' size on every CPU measured
+    (False, (), False, 16),  # the MLP's
+    (True, ("engine.device='cpu'",), True, 8),  # a GPU the run does not use
+    (True, ("engine.actor_device='cpu'",), True, 8),  # actors on the CPU beside a GPU learner
+    (True, (), True, 16),  # on a GPU: every env of the learner in one forward
+    (True, ("engine.envs=20",), True, 24),  # ... rounded up to a multiple of 8
+    (True, ("engine.envs=64", "engine.actors=4"), True, 64),  # whatever the actor count: a layout changes no bits
+    (True, ("engine.envs=4096",), False, 1024),
+    (True, ("engine.mode='gala'", "engine.learners=2", "engine.envs=32"), True, 16),  # a learner's envs
+    (True, ("engine.micro_batch=32",), True, 32),  # given: kept
+])
+def test_the_micro_batch_follows_the_actors_device_and_the_model_never_the_layout(cuda, overrides, image_model,
+                                                                                  expected):
+    assert choose_micro_batch(_engine(*overrides), Machine(16, cuda), image_model) == expected
+
+
+@pytest.mark.parametrize("name", shipped_configs())
+def test_every_shipped_config_keeps_the_cpu_micro_batch_it_was_measured_with(name):
+    """Before "auto" the Atari configs said 8 and the others took the schema's 16: on a CPU "auto" must give
+    the same, or their measured results would no longer be the configs' own."""
+    config = load_config(name)
+    atari = is_atari_id(config.env.id)
+    resolved = resolve_layout(config, Machine(2, cuda=False), image_model=atari)
+    if config.engine.micro_batch == "auto":
+        assert resolved.engine.micro_batch == (8 if atari else 16), name
+    on_gpu = resolve_layout(config, Machine(16, cuda=True), image_model=atari).engine
+    assert on_gpu.device == "cuda", name
+    assert on_gpu.actor_device == ("cpu" if config.engine.inline_actors is True else "cuda"), name
 
 
 @pytest.mark.parametrize("overrides, expected", [
@@ -135,3 +186,5 @@ def test_plan_run_resolves_once_and_the_run_dir_records_the_numbers(tmp_path, mo
     assert summary["status"] == "complete"
     saved = tomllib.loads((tmp_path / "run" / "config.toml").read_text())["engine"]
     assert (saved["executors"], saved["actors"], saved["inline_actors"], saved["learner_threads"]) == (2, 2, True, 1)
+    # where it ran: the default "auto" devices, placed on this machine (no GPU)
+    assert (saved["device"], saved["actor_device"], saved["micro_batch"]) == ("cpu", "cpu", 16)

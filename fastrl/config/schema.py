@@ -111,14 +111,17 @@ class EngineConfig:
     env_groups: int = _f(
         2, "an executor announces its envs in this many groups, so stepping one overlaps inference of another", min=1
     )
-    micro_batch: int = _f(
-        16,
-        "actor forward micro-batch; a fixed size keeps results batch-invariant: 16 or more holds on every CPU "
-        "measured, 8 holds for the CNNs but not for the MLP on AVX-512 Xeons (models/microbatch.py); make it the "
-        "envs one actor forwards at once (8: Pong's 16 envs on 2 executors with inline actors, docs/tuning.md)",
+    micro_batch: int | str = _f(
+        AUTO,
+        "actor forward micro-batch: every forward the actors run has exactly this many rows (the last chunk "
+        "padded), which keeps each row's output batch-invariant (models/microbatch.py); 'auto': on the CPU 8 for "
+        "the built-in image models and 16 for others (8 held for the CNNs on every CPU measured, 16 for the MLP), "
+        "on a GPU a learner's envs rounded up to a multiple of 8 (at most 1024), one forward per batch; never the "
+        "process layout's, so runs stay bit-identical across layouts",
         min=8,
         max=1 << 16,
         multiple_of=8,
+        auto=True,
     )
     core_rotation_s: float = _f(
         0.0,
@@ -145,7 +148,25 @@ class EngineConfig:
         max=1024,
         auto=True,
     )
-    device: str = _f("cpu", "device for actors and learner", choices=("cpu", "cuda", "auto"))
+    device: str = _f(
+        AUTO,
+        "where the learners compute: 'cpu', 'cuda' (under torchrun the GPU of the rank's LOCAL_RANK), or 'auto': "
+        "CUDA where torch sees a GPU, else the CPU; resolved before the run starts and written to its config.toml",
+        choices=("cpu", "cuda", AUTO),
+    )
+    actor_device: str = _f(
+        AUTO,
+        "where the actor processes run the policy forward: 'cpu', 'cuda', or 'auto': engine.device's, except "
+        "with inline actors, which run inside the executors on the CPU (executors never hold a CUDA context); "
+        "'cpu' with a CUDA learner suits few envs per core",
+        choices=("cpu", "cuda", AUTO),
+    )
+    deterministic_cuda: bool = _f(
+        True,
+        "CUDA processes use cuDNN's deterministic kernels without autotuning and "
+        "torch.use_deterministic_algorithms (docs/gpu.md: what repeats bit for bit on a GPU); false lets cuDNN "
+        "time and pick the fastest kernels",
+    )
     step_delay_s: float = _f(0.0, "testing: max random sleep injected after each env step", min=0.0)
 
 
@@ -296,6 +317,17 @@ class ModelConfig:
         "'auto': bf16 for the built-in CNNs on a CPU with AMX-BF16 (3x faster training there), fp32 otherwise",
         choices=("auto", "fp32", "bf16"),
     )
+    tf32: bool = _f(
+        False,
+        "CUDA: matrix products and convolutions in TF32 on tensor cores (10-bit mantissa inputs); off: fp32 "
+        "arithmetic as on the CPU (torch itself leaves TF32 on for cuDNN's convolutions unless told)",
+    )
+    compile_mode: str = _f(
+        "default",
+        "model.compile's torch.compile mode: 'default', 'reduce-overhead' (CUDA graphs: each fixed shape replayed "
+        "as one launch; CUDA only), 'max-autotune' (also times kernel choices at start-up)",
+        choices=("default", "reduce-overhead", "max-autotune"),
+    )
     normalize_obs: bool | str = _f(
         AUTO,
         "normalise observations per element by running mean and std, clipped to +-5 (sample-factory's "
@@ -364,6 +396,14 @@ class ReliabilityConfig:
         min_exclusive=0.0,
         allow_inf=True,
     )
+    finite_checks: str = _f(
+        AUTO,
+        "when a learner checks its losses, gradient norms and parameters for NaN and inf: 'step', after every "
+        "optimizer step (a bad step is never applied), or 'update', once per update without waiting for the GPU at "
+        "every minibatch (a bad update is rolled back whole: parameters and optimizer state); 'auto': 'step' on "
+        "the CPU, 'update' on CUDA",
+        choices=(AUTO, "step", "update"),
+    )
     shutdown_timeout_s: float = _f(
         30.0,
         "on Ctrl-C/SIGTERM or a fault: how long to wait for the next barrier and the learner's checkpoint",
@@ -378,7 +418,8 @@ class DistConfig:
     backend: str = _f(
         "auto",
         "torch.distributed backend between the ranks' learners: 'gloo' (CPU tensors), 'nccl' (CUDA "
-        "learners), 'auto': nccl when engine.device is CUDA, else gloo",
+        "learners), 'auto': nccl when engine.device is CUDA and each learner of a rank has a GPU of its own, "
+        "else gloo",
         choices=("auto", "gloo", "nccl"),
     )
     timeout_s: float = _f(

@@ -106,16 +106,27 @@ def compiles(config: Config, device: torch.device, image_model: bool) -> bool:
 
 def resolve_compile(config: Config, device: torch.device, image_model: bool) -> Config:
     """``config`` with ``model.compile`` a bool (what every process of the run then does; config.toml
-    records it); ``image_model``: the run's policy is a built-in CNN (or ``multi``)."""
+    records it); ``image_model``: the run's policy is a built-in CNN (or ``multi``). CUDA graphs where no
+    process computes on CUDA: ``ConfigError``."""
+    if config.model.compile_mode == "reduce-overhead" and "cuda" not in (
+        config.engine.device,
+        config.engine.actor_device,
+    ):
+        raise ConfigError(
+            "model.compile_mode = 'reduce-overhead' records CUDA graphs, but no process of this run computes on "
+            f"CUDA (engine.device = {config.engine.device!r}, engine.actor_device = {config.engine.actor_device!r}): "
+            "use 'default'"
+        )
     setting = compiles(config, device, image_model)
     if config.model.compile == AUTO:
         log.info("model.compile = 'auto': %s", "compiled (torch.compile)" if setting else "eager")
     return dataclasses.replace(config, model=dataclasses.replace(config.model, compile=setting))
 
 
-def compile_policy(model: nn.Module, enabled: bool) -> nn.Module:
-    """``model``, compiled in place when ``enabled`` (its forward and backward); copies made
-    of it afterwards (``copy.deepcopy``) compile their own forward, with the same graphs."""
+def compile_policy(model: nn.Module, enabled: bool, mode: str = "default") -> nn.Module:
+    """``model``, compiled in place when ``enabled`` (its forward and backward) in torch.compile's ``mode``
+    (``model.compile_mode``); copies made of it afterwards (``copy.deepcopy``) compile their own forward, with
+    the same graphs."""
     if enabled:
         import torch._inductor.config as inductor
 
@@ -124,5 +135,5 @@ def compile_policy(model: nn.Module, enabled: bool) -> nn.Module:
         # The actors forward one fixed micro-batch shape, so theirs stays static (batch invariance); the
         # learner's minibatch and bootstrap shapes differ, and under torchrun a rank's share of a minibatch
         # varies, which a static graph would recompile for every time.
-        model.compile()
+        model.compile(mode=None if mode == "default" else mode)
     return model

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from fastrl.config import resolved_bool
+from fastrl.devices import process_device
 from fastrl.envs.actions import BOX
 from fastrl.models.registry import build_model
 
@@ -17,20 +18,12 @@ if TYPE_CHECKING:
     from fastrl.envs import EnvInfo
 
 
-def resolve_device(name: str) -> torch.device:
-    """``engine.device``: ``auto`` is CUDA where torch sees it, else the CPU."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("engine.device = 'cuda' but torch sees no CUDA device")
-    return torch.device(name)
-
-
 def build_policy(env_info: EnvInfo, config: Config, device: torch.device | str | None = None) -> torch.nn.Module:
     """``config.model`` for ``env_info``'s observations and actions (on the CPU; ``device`` only decides
-    what ``model.precision = 'auto'`` picks, by default the run's ``engine.device``)."""
+    what ``model.precision = 'auto'`` picks, by default the learners' ``engine.device``, so that actors
+    and learners compute in one precision wherever each runs)."""
     model = config.model
-    device = resolve_device(config.engine.device) if device is None else torch.device(device)
+    device = process_device(config.engine.device) if device is None else torch.device(device)
     action = env_info.action
     assert action is not None, "EnvInfo fills in its action spec (Discrete(n_actions) by default)"
     normalize_obs = resolved_bool(model.normalize_obs, "model.normalize_obs")

@@ -1,20 +1,22 @@
-"""``engine.executors / actors / inline_actors / learner_threads = "auto"``: the process layout chosen for the machine.
+"""``engine.executors / actors / inline_actors / learner_threads / micro_batch = "auto"``: the process layout
+chosen for the machine.
 
-Resolved once, in the main process, before anything starts (``plan_run``); the run directory's
-``config.toml`` then holds the numbers, so the run repeats anywhere. The rules are those the
-docs/tuning.md measured (2 cores, Pong hts, 16 envs):
+Resolved once, in the main process, before anything starts (``plan_run``, after ``fastrl.devices`` placed
+the learners and actors); the run directory's ``config.toml`` then holds the numbers, so the run repeats
+anywhere. The rules are those the docs/tuning.md measured (2 cores, Pong hts, 16 envs):
 
-- **CPU only** (no CUDA device in use): one executor per core given to stepping, each running
-  its envs' forward inline (``actors = executors``): 2 executors with inline actors ran 2.86K
-  frames/s against 2.75K for 2 executors + 1 actor process and 2.67K for 1 + 1. Up to
-  ``SHARED_LEARNER_CORES`` cores the learner shares the executors' cores, with a thread on each
+- **Actors on the CPU** (no GPU, or ``engine.actor_device = "cpu"``): one executor per core given to
+  stepping, each running its envs' forward inline (``actors = executors``): 2 executors with inline
+  actors ran 2.86K frames/s against 2.75K for 2 executors + 1 actor process and 2.67K for 1 + 1. Up to
+  ``SHARED_LEARNER_CORES`` cores a CPU learner shares the executors' cores, with a thread on each
   (2 learner threads ran the Pong PPO job 1.8x faster than 1 on 2 cores: in sync the executors
   wait while it learns); on bigger machines each learner's threads (a quarter of the cores, 2 to
-  ``MAX_LEARNER_THREADS``) get cores of their own (not measured: reasoning).
-- **CUDA** (``engine.device`` "cuda", or "auto" with a GPU): the CNN's forward leaves the
-  executors' cores: 1 actor process on the GPU (2 from ``MANY_CORES`` cores, so one batch's
-  transfer overlaps the other's forward), no inline actors, executors on the cores left after
-  the actors and learners.
+  ``MAX_LEARNER_THREADS``; 1 for a CUDA learner, which only feeds the GPU) get cores of their own
+  (not measured: reasoning).
+- **Actors on CUDA** (``engine.actor_device`` "cuda", or "auto" following a CUDA ``engine.device``): the
+  CNN's forward leaves the executors' cores: 1 actor process on the GPU (2 from ``MANY_CORES`` cores, so
+  one batch's transfer overlaps the other's forward), no inline actors, executors on the cores left after
+  the actors and learners (``bench/device_check.sh`` measures these choices on a GPU machine).
 
 In both, never more executors than envs, never more than ``MAX_EXECUTORS``, and no executor that
 would not shorten the busiest one's share: a barrier waits for the executor with the most envs,
@@ -22,6 +24,12 @@ so 16 envs on 15 executors step no faster than on 8 (two envs each), and the 7 s
 left to the learner and the OS. Keys given explicitly are kept; only the "auto" ones are chosen,
 consistently with them (``inline_actors = true`` makes ``actors = executors`` whichever is given).
 ``engine.serial`` runs everything in one process: "auto" gives 1 executor and 1 actor there.
+
+The micro-batch (``engine.micro_batch = "auto"``) depends on where the actors compute and on the model,
+never on the layout, so a run's bits do not depend on the process counts: 8 rows for the built-in image
+models on a CPU, 16 for the others (the sizes measured batch-invariant on every CPU, models/microbatch.py),
+and on a GPU one forward for all of a learner's envs (rounded up to a multiple of 8): a GPU's forward
+of 8 rows costs about what one of a few hundred does.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import os
 from dataclasses import dataclass
 
 from fastrl.config import AUTO, Config, EngineConfig, validate
+from fastrl.devices import resolved_engine
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,9 @@ SHARED_LEARNER_CORES = 4  # up to this many cores the learner shares them with t
 MANY_CORES = 16  # from this many cores a GPU gets 2 actor processes
 MAX_LEARNER_THREADS = 8  # "auto" learner threads on big machines (not measured: reasoning)
 MAX_EXECUTORS = 32  # each executor is a process (with inline actors, one holding torch): start-up and memory
+CPU_IMAGE_MICRO_BATCH = 8  # the CNNs' rows are batch-invariant at 8 on every CPU measured (models/microbatch.py)
+CPU_MICRO_BATCH = 16  # the MLP's need 16 on AVX-512 Xeons
+MAX_GPU_MICRO_BATCH = 1024  # a Nature CNN forward of 1024 Atari frames: ~30 MB of input, a few ms on a GPU
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,13 @@ class Layout:
 
 
 def is_resolved(engine: EngineConfig) -> bool:
-    return AUTO not in (engine.executors, engine.actors, engine.inline_actors, engine.learner_threads)
+    keys = (engine.executors, engine.actors, engine.inline_actors, engine.learner_threads, engine.micro_batch)
+    return AUTO not in keys and AUTO not in (engine.device, engine.actor_device)
+
+
+def placed(engine: EngineConfig, machine: Machine) -> EngineConfig:
+    """``engine`` with its devices resolved for ``machine`` (``fastrl.devices``); as it is when they were."""
+    return resolved_engine(engine, machine.cuda)
 
 
 def choose_learner_threads(engine: EngineConfig, machine: Machine, image_model: bool = True) -> int:
@@ -78,7 +96,7 @@ def choose_learner_threads(engine: EngineConfig, machine: Machine, image_model: 
     the run's policy is a built-in CNN (an MLP's step is too small to split: 2 threads ran Hopper 5x slower)."""
     if not isinstance(engine.learner_threads, str):  # given: a number, not "auto"
         return engine.learner_threads
-    if not image_model or engine.device == "cuda" or (engine.device == "auto" and machine.cuda):
+    if not image_model or placed(engine, machine).device == "cuda":
         return 1  # too little to split, or the GPU computes and a thread feeds it
     if machine.cores <= SHARED_LEARNER_CORES:  # measured on 2 cores: sharing the executors' cores pays
         return max(1, machine.cores // engine.learners)
@@ -94,7 +112,7 @@ def choose_layout(engine: EngineConfig, machine: Machine) -> Layout:
             engine.actors if not isinstance(engine.actors, str) else 1,
             engine.inline_actors if not isinstance(engine.inline_actors, str) else False,
         )
-    gpu = engine.device == "cuda" or (engine.device == "auto" and machine.cuda)
+    gpu = placed(engine, machine).actor_device == "cuda"  # the actor processes drive a GPU
     inline = engine.inline_actors
     if isinstance(inline, str):  # "auto": an explicit actors count asks for actor processes, as it did before "auto"
         inline = not gpu and isinstance(engine.actors, str)
@@ -138,9 +156,21 @@ def _balanced(cores: int, envs: int) -> int:
     return math.ceil(envs / busiest)
 
 
+def choose_micro_batch(engine: EngineConfig, machine: Machine, image_model: bool = True) -> int:
+    """``engine.micro_batch``: as given, or chosen for where the actors compute and the model (see the module's
+    doc); ``image_model``: the run's policy is a built-in image model."""
+    if not isinstance(engine.micro_batch, str):  # given: a number, not "auto"
+        return engine.micro_batch
+    if placed(engine, machine).actor_device == "cuda":
+        rows = -(-engine.envs // engine.learners)  # a learner's envs: the most one lockstep batch holds
+        return min(MAX_GPU_MICRO_BATCH, -(-rows // 8) * 8)
+    return CPU_IMAGE_MICRO_BATCH if image_model else CPU_MICRO_BATCH
+
+
 def resolve_layout(config: Config, machine: Machine | None = None, image_model: bool = True) -> Config:
-    """``config`` with its "auto" layout keys chosen for ``machine`` (default: this one), checked again;
-    ``image_model``: whether the run's policy is a built-in CNN (``choose_learner_threads``).
+    """``config`` with its devices placed and its "auto" layout keys chosen for ``machine`` (default: this
+    one), checked again; ``image_model``: whether the run's policy is a built-in CNN (``choose_learner_threads``,
+    ``choose_micro_batch``).
 
     A config without "auto" keys comes back unchanged (the same object).
     """
@@ -148,6 +178,7 @@ def resolve_layout(config: Config, machine: Machine | None = None, image_model: 
     if is_resolved(engine):
         return config
     machine = machine or Machine.detect()
+    engine = placed(engine, machine)
     layout = choose_layout(engine, machine)
     engine = dataclasses.replace(
         engine,
@@ -155,14 +186,19 @@ def resolve_layout(config: Config, machine: Machine | None = None, image_model: 
         actors=layout.actors,
         inline_actors=layout.inline_actors,
         learner_threads=choose_learner_threads(engine, machine, image_model),
+        micro_batch=choose_micro_batch(engine, machine, image_model),
     )
     resolved = dataclasses.replace(config, engine=engine)
     validate(resolved)  # the cross-key checks (executors <= envs, inline needs actors = executors) on the numbers
     log.info(
-        "process layout (engine.* = 'auto' on %d cores, %s): %s, %d learner thread(s)",
+        "process layout (engine.* = 'auto' on %d cores, %s): %s, %d learner thread(s), micro-batches of %d rows; "
+        "learners on %s, actors on %s",
         machine.cores,
         "CUDA" if machine.cuda else "no CUDA",
         layout.describe(),
         engine.learner_threads,
+        engine.micro_batch,
+        engine.device,
+        engine.actor_device,
     )
     return resolved

@@ -86,11 +86,15 @@ def plan_run(config: Config) -> RunPlan:
 
     Problems with the user's env or model are ``ConfigError``s: bad input, not a crash.
     """
+    import torch
+
     from fastrl.buffers.params import count_parameters
+    from fastrl.devices import resolve_devices
     from fastrl.models.compiling import resolve_compile
-    from fastrl.models.policy import build_policy, resolve_device
+    from fastrl.models.policy import build_policy
     from fastrl.process.auto_layout import resolve_layout
 
+    config = resolve_devices(config)  # "auto" devices placed, a GPU asked for where there is none refused
     try:
         info = probe_env(config.env)
         policy = build_policy(info, config)
@@ -102,10 +106,9 @@ def plan_run(config: Config) -> RunPlan:
             f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
             f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         ) from None
-    _check_device(config.engine.device)
     image_model = hasattr(policy, "set_precision")  # a built-in CNN: threads and compiling pay for it
     config = resolve_layout(config, image_model=image_model)  # once, here: every process gets the same numbers
-    config = resolve_compile(config, resolve_device(config.engine.device), image_model)  # and the same graphs
+    config = resolve_compile(config, torch.device(config.engine.device), image_model)  # and the same graphs
     engine = config.engine
     check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)
@@ -135,13 +138,6 @@ def finish_due(telemetry: Telemetry) -> bool:
     ``run.max_seconds`` is up, so the learners finish at their next barrier (the frame budget is
     their own test)."""
     return telemetry.target_reached() or telemetry.time_is_up()
-
-
-def _check_device(device: str) -> None:
-    import torch
-
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("engine.device = 'cuda' but torch sees no CUDA device; use 'cpu' or 'auto'")
 
 
 class Supervisor:

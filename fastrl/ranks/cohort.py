@@ -151,7 +151,9 @@ def join_cohort(spec, device: torch.device) -> Solo:
     if spec.ranks is None or spec.gala:
         return Solo()
     join_group(spec.ranks, spec.ranks.rank, spec.ranks.ranks, device)
-    return Cohort(spec.ranks.rank, spec.ranks.ranks, device, spec.config.dist.bucket_mb)
+    # gloo between CUDA learners (more ranks on a node than GPUs): the small collectives go through the CPU
+    talks_on = device if spec.ranks.backend == "nccl" else torch.device("cpu")
+    return Cohort(spec.ranks.rank, spec.ranks.ranks, talks_on, spec.config.dist.bucket_mb)
 
 
 def leave_group() -> None:

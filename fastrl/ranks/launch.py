@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fastrl.config import LAUNCH_KEYS, Config, ConfigError, launch_size
+from fastrl.devices import local_rank
 from fastrl.errors import FastrlError
 from fastrl.spec import Ranks
 
@@ -60,30 +61,34 @@ def launched(config: Config, environ: Mapping[str, str] = os.environ) -> Ranks |
         port=int(environ["MASTER_PORT"]),
         agent_store=environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
         prefix=f"fastrl/{run_id}/{restart}/",
-        backend=_backend(config),
+        backend=_backend(config, environ),
         timeout_s=config.dist.timeout_s,
         local_envs=engine.envs // ranks,
+        local_rank=local_rank(environ),
     )
 
 
-def _backend(config: Config) -> str:
+def _backend(config: Config, environ: Mapping[str, str] = os.environ) -> str:
+    """``dist.backend`` resolved: nccl where every learner of the launch computes on a GPU of its own (NCCL
+    refuses two members of a group on one GPU), gloo otherwise."""
     backend, device = config.dist.backend, config.engine.device
     if backend == "nccl" and device == "cpu":
         raise ConfigError(
             "dist.backend = 'nccl' moves CUDA tensors, but engine.device = 'cpu': use dist.backend = "
             "'gloo' (or 'auto'), or engine.device = 'cuda'"
         )
-    if backend == "auto":
-        import torch
+    if backend == "gloo":
+        return backend
+    import torch
 
-        cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-        return "nccl" if cuda else "gloo"
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if backend == "nccl":
-        import torch
-
-        if not torch.cuda.is_available():
+        if not gpus:
             raise ConfigError("dist.backend = 'nccl' needs CUDA, and torch sees no CUDA device: use 'gloo' or 'auto'")
-    return backend
+        return backend
+    cuda = device == "cuda" or (device == "auto" and gpus > 0)
+    learners_here = int(environ.get("LOCAL_WORLD_SIZE", 1)) * config.engine.learners  # on this node
+    return "nccl" if cuda and learners_here <= gpus else "gloo"
 
 
 def local_config(config: Config, ranks: Ranks) -> Config:

@@ -23,10 +23,11 @@ import torch
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.config import resolved_int
+from fastrl.devices import configure_cuda, process_device
 from fastrl.models.compiling import compile_policy
 from fastrl.models.distributions import distribution_for
 from fastrl.models.microbatch import forward_microbatched
-from fastrl.models.policy import build_policy, resolve_device
+from fastrl.models.policy import build_policy
 from fastrl.partition import owner_of, split
 from fastrl.sampling.channels import Channels, decode_request
 from fastrl.spec import RunSpec, WorkerIds
@@ -45,10 +46,13 @@ class Actor:
         self.learner_of = owner_of(spec.envs, spec.learners)
         self.served_of_learner = np.bincount(self.learner_of[served], minlength=spec.learners)
         self.executor_of = owner_of(spec.envs, executors)
-        self.device = resolve_device(engine.device)
-        self.micro_batch = engine.micro_batch
+        self.device = process_device(engine.actor_device, spec.local_rank)
+        configure_cuda(spec.config, self.device)  # before the first CUDA call: TF32 and cuDNN as configured
+        self.micro_batch = resolved_int(engine.micro_batch, "engine.micro_batch")
         self.model = compile_policy(
-            build_policy(spec.env_info, spec.config).to(self.device).eval(), spec.config.model.compile is True
+            build_policy(spec.env_info, spec.config).to(self.device).eval(),
+            spec.config.model.compile is True,
+            spec.config.model.compile_mode,
         )  # before copying: the copies compile too
         self.distribution = distribution_for(spec.env_info.action)  # the head's kind: its sampling kernel
         self.reads_observations = getattr(self.model, "reads_observations", True)
@@ -64,7 +68,8 @@ class Actor:
         rows = buffers.slots.rows
         self.obs, self.u = rows["obs"], rows["u"]
         self.action, self.logp, self.value, self.stamp = rows["action"], rows["logp"], rows["value"], rows["version"]
-        # each served env has at most one request outstanding, so `served` rows always suffice
+        # each served env has at most one request outstanding, so `served` rows always suffice; on a GPU the
+        # rows are gathered into page-locked memory, from which the copy to the device runs asynchronously
         pinned = self.device.type == "cuda"
         obs_dtype = torch.from_numpy(np.zeros(0, spec.env_info.obs_dtype)).dtype
         self.obs_batch = torch.empty((self.served, *spec.env_info.obs_shape), dtype=obs_dtype, pin_memory=pinned)
