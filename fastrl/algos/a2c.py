@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import torch
 
 from csrc_free_kernels.returns import nstep_returns
 from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import Gradient, LossStats, forward_storage
+from fastrl.buffers.device_storage import DeviceStorage
 from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 
 
 def a2c_loss(
     model: torch.nn.Module,
-    storage: dict[str, np.ndarray],
+    storage: DeviceStorage,
     algo: AlgoConfig,
     device: torch.device,
     distribution: ActionDistribution = CATEGORICAL,
@@ -35,9 +35,9 @@ def a2c_loss(
     """``distribution`` reads the head (``fastrl.models.distributions``: logits, MultiDiscrete, Gaussian).
     ``entropy_coef``: the scheduled bonus (default ``algo.entropy_coef``)."""
     steps = storage["action"].shape[1] - 1
-    obs = torch.from_numpy(storage["obs"]).to(device)
-    actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
-    logits, values, after = forward_storage(model, obs, storage, device)
+    obs = storage.tensor("obs")
+    actions = storage.tensor("action")[:, :steps]
+    logits, values, after = forward_storage(model, obs, storage)
     bootstrap = values[:, steps].detach().float().cpu().numpy()
     returns = nstep_returns(
         storage["reward"][:, :steps],

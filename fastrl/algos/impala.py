@@ -30,13 +30,14 @@ from csrc_free_kernels.vtrace import vtrace
 from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import Gradient, LossStats, forward_storage
 from fastrl.algos.vtrace_torch import vtrace_torch
+from fastrl.buffers.device_storage import DeviceStorage
 from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 
 
 def impala_loss(
     model: torch.nn.Module,
-    storage: dict[str, np.ndarray],
+    storage: DeviceStorage,
     algo: AlgoConfig,
     device: torch.device,
     distribution: ActionDistribution = CATEGORICAL,
@@ -46,9 +47,9 @@ def impala_loss(
     (summed over dimensions for MultiDiscrete and Box). ``entropy_coef``: the scheduled bonus (default
     ``algo.entropy_coef``)."""
     steps = storage["action"].shape[1] - 1
-    obs = torch.from_numpy(storage["obs"]).to(device)
-    actions = torch.from_numpy(storage["action"][:, :steps]).to(device)
-    logits, values, after = forward_storage(model, obs, storage, device)
+    obs = storage.tensor("obs")
+    actions = storage.tensor("action")[:, :steps]
+    logits, values, after = forward_storage(model, obs, storage)
     chosen, entropies = distribution.log_prob_entropy(logits[:, :steps], actions)
     ends = final_values(model, storage, device, after)  # V of truncated episodes' final observations, same θ
     vs, advantages = _vtrace(storage, chosen.detach(), values.detach(), ends, algo, device)
@@ -72,8 +73,9 @@ def _vtrace(
             behaviour, target_logp.float().numpy(), rewards, dones, values.float().numpy(), *args, final_values=ends
         )
         return torch.from_numpy(vs), torch.from_numpy(advantages)
-    to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
-    return vtrace_torch(to(behaviour), target_logp, to(rewards), to(dones), values, *args, final_values=to(ends))
+    behaviour_t, rewards_t, dones_t = (storage.tensor(k)[:, :steps] for k in ("logp", "reward", "done"))  # once
+    ends_t = torch.from_numpy(ends).to(device)
+    return vtrace_torch(behaviour_t, target_logp, rewards_t, dones_t, values, *args, final_values=ends_t)
 
 
 class Impala(Gradient):

@@ -30,6 +30,7 @@ from fastrl.models.normalizer import observe_returns
 from fastrl.models.recurrent import hidden_size, unroll
 
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
+PPO_COLUMNS = (Stat.POLICY_LOSS, Stat.VALUE_LOSS, Stat.ENTROPY, Stat.CLIP_FRACTION, Stat.APPROX_KL)
 
 
 @dataclass
@@ -46,11 +47,19 @@ class PPOBatch:
 
 @dataclass
 class PPOStats:
-    policy_loss: float
-    value_loss: float
-    entropy: float
-    clip_fraction: float
-    approx_kl: float
+    """A minibatch's loss terms and diagnostics: 0-dim tensors on the loss's device (read them with ``float``,
+    or sum them on the device and read once: what the learner does on a GPU)."""
+
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy: torch.Tensor
+    clip_fraction: torch.Tensor
+    approx_kl: torch.Tensor
+
+    def stacked(self) -> torch.Tensor:
+        """The five as one float64 vector, in the order of ``PPO_COLUMNS``."""
+        terms = (self.policy_loss, self.value_loss, self.entropy, self.clip_fraction, self.approx_kl)
+        return torch.stack(terms).double()
 
 
 def ppo_loss(
@@ -90,11 +99,11 @@ def ppo_loss(
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     with torch.no_grad():
         stats = PPOStats(
-            policy_loss.item(),
-            value_loss.item(),
-            entropy.item(),
-            ((ratio - 1).abs() > clip).float().mean().item(),
-            ((ratio - 1) - log_ratio).mean().item(),
+            policy_loss.detach(),
+            value_loss.detach(),
+            entropy.detach(),
+            ((ratio - 1).abs() > clip).float().mean(),
+            ((ratio - 1) - log_ratio).mean(),
         )
     return loss, stats
 
@@ -126,7 +135,7 @@ class PPO(UpdateRule):
         """A loss and backward on minibatches of the sizes the epochs draw, and the bootstrap forward, so a
         compiled model (``model.compile``) compiles its graphs here, in start-up, not in the first update."""
         steps = storage["action"].shape[1] - 1
-        rows = lambda key: torch.from_numpy(storage[key][:, :steps]).to(self.device).flatten(0, 1)  # noqa: E731
+        rows = lambda key: storage.tensor(key)[:, :steps].flatten(0, 1)  # noqa: E731
         algo = self.algo
         recurrent = hidden_size(self.trainee)
         count = rows("reward").shape[0]
@@ -136,8 +145,8 @@ class PPO(UpdateRule):
             batch = PPOBatch(rows("obs")[:size], rows("action")[:size], rows("logp")[:size], zeros, zeros, zeros)
             outputs = None
             if recurrent:
-                sequences = Sequences.of(storage, self.device)
-                outputs = sequences.replay(self.trainee, np.arange(len(sequences.hidden0)))
+                sequences = Sequences.of(storage)
+                outputs = sequences.replay(self.trainee, torch.arange(len(sequences.hidden0), device=self.device))
             loss, _ = ppo_loss(
                 self.trainee,
                 batch,
@@ -153,7 +162,7 @@ class PPO(UpdateRule):
         self.trainee.zero_grad(set_to_none=True)
         if not recurrent:
             with torch.no_grad():
-                self.trainee(torch.from_numpy(storage["obs"][:, steps]).to(self.device))  # _flatten's bootstrap
+                self.trainee(storage.tensor("obs")[:, steps])  # _flatten's bootstrap
 
     def learn(self, storage, rollout):
         self._observe(self.trainee, storage)
@@ -168,53 +177,70 @@ class PPO(UpdateRule):
         self.pending = False
         return Update(self.lag, params=self.trainee.state_dict() if self.lag else None, norm=self.norm)
 
-    def _epochs(self, storage, rollout: int) -> tuple[Losses, float]:
-        """``algo.epochs`` passes of minibatch steps on the trainee; its mean loss terms and last gradient norm."""
+    def _epochs(self, storage, rollout: int) -> tuple[Losses, float | torch.Tensor]:
+        """``algo.epochs`` passes of minibatch steps on the trainee; its mean loss terms and last gradient norm.
+        Nothing in the loop reads a number off the device unless the learner checks every step
+        (``reliability.finite_checks``): the minibatches' rows are chosen up front and uploaded in one copy,
+        the loss terms summed where they are computed."""
         algo, net = self.algo, self.trainee
         data = self._flatten(storage)
-        sequences = Sequences.of(storage, self.device) if hidden_size(net) else None
+        sequences = Sequences.of(storage) if hidden_size(net) else None
         value_scale = observe_returns(net, data.returns, self.cohort.moments)  # algo.normalize_returns (1.0 without)
         count = data.actions.shape[0]
         first, total = self.cohort.rows(count)  # minibatches are drawn over every rank's rows
         advantages = self.cohort.gather(data.advantages)
-        rng = np.random.default_rng([self.seed, PPO_STREAM, rollout])  # never from timing
         length = storage["action"].shape[1] - 1 if sequences is not None else 1  # rows drawn together: an env's
-        totals, norm, steps = np.zeros(5), 0.0, 0
-        for _ in range(algo.epochs):
-            for index in _whole(minibatch_indices(total // length, algo.minibatches, rng), length):
-                mine = index[(index >= first) & (index < first + count)] - first  # the rows this rank holds
-                if len(mine) == 0:  # none this time: the other ranks' gradients still need this rank's zeros
-                    norm = self.step(net, [torch.zeros_like(p) for p in net.parameters()])
-                    continue
-                batch = self._minibatch(data, mine, advantages[torch.from_numpy(index).to(self.device)])
-                net.zero_grad(set_to_none=True)
-                outputs = None if sequences is None else sequences.replay(net, mine[::length] // length)
-                loss, stats = ppo_loss(
-                    net,
-                    batch,
-                    self.clip,
-                    algo.value_clip,
-                    algo.value_coef,
-                    self.entropy_coef,
-                    False,
-                    value_scale,
-                    self.distribution,
-                    outputs,
-                )
-                checked_losses(rollout, stats.policy_loss, stats.value_loss, stats.entropy)
-                # weighted by this rank's share of the minibatch: the ranks' mean gradient is the whole minibatch's
-                (loss * (len(mine) * self.cohort.ranks / len(index))).backward()
-                norm = self.step(net, gradients_of(net))
-                totals += (stats.policy_loss, stats.value_loss, stats.entropy, stats.clip_fraction, stats.approx_kl)
-                steps += 1
-        columns = (Stat.POLICY_LOSS, Stat.VALUE_LOSS, Stat.ENTROPY, Stat.CLIP_FRACTION, Stat.APPROX_KL)
-        return dict(zip(columns, totals / max(steps, 1))), norm
+        plan = self._plan(rollout, total // length, length, first, count)
+        sums = torch.zeros(len(PPO_COLUMNS), dtype=torch.float64, device=self.device)
+        norm: float | torch.Tensor = 0.0
+        steps = 0
+        for index, mine in plan:
+            if len(mine) == 0:  # none this time: the other ranks' gradients still need this rank's zeros
+                norm = self.step(net, [torch.zeros_like(p) for p in net.parameters()])
+                continue
+            batch = self._minibatch(data, mine, advantages[index])
+            net.zero_grad(set_to_none=True)
+            outputs = None if sequences is None else sequences.replay(net, mine[::length] // length)
+            loss, stats = ppo_loss(
+                net,
+                batch,
+                self.clip,
+                algo.value_clip,
+                algo.value_coef,
+                self.entropy_coef,
+                False,
+                value_scale,
+                self.distribution,
+                outputs,
+            )
+            if not self.deferred_checks:
+                checked_losses(rollout, float(stats.policy_loss), float(stats.value_loss), float(stats.entropy))
+            # weighted by this rank's share of the minibatch: the ranks' mean gradient is the whole minibatch's
+            (loss * (len(mine) * self.cohort.ranks / len(index))).backward()
+            terms = stats.stacked()
+            norm = self.step(net, gradients_of(net), terms[:3])  # the terms too: checked there when deferred
+            sums += terms
+            steps += 1
+        return dict(zip(PPO_COLUMNS, (sums / max(steps, 1)).tolist())), norm
 
-    def _minibatch(self, data: PPOBatch, mine: np.ndarray, advantages: torch.Tensor) -> PPOBatch:
+    def _plan(self, rollout: int, groups: int, length: int, first: int, count: int) -> list[tuple]:
+        """Every minibatch of the update as (its global row indices, the rows of them this rank holds), both
+        on the device, drawn from (run seed, rollout) (never from timing) and uploaded in one copy."""
+        rng = np.random.default_rng([self.seed, PPO_STREAM, rollout])
+        minibatches = []
+        for _ in range(self.algo.epochs):
+            for index in _whole(minibatch_indices(groups, self.algo.minibatches, rng), length):
+                mine = index[(index >= first) & (index < first + count)] - first  # the rows this rank holds
+                minibatches.append((index, mine))
+        flat = torch.from_numpy(np.concatenate([np.concatenate(pair) for pair in minibatches])).to(self.device)
+        sizes = [size for index, mine in minibatches for size in (len(index), len(mine))]
+        parts = flat.split(sizes)
+        return [(parts[2 * i], parts[2 * i + 1]) for i in range(len(minibatches))]
+
+    def _minibatch(self, data: PPOBatch, mine: torch.Tensor, advantages: torch.Tensor) -> PPOBatch:
         """This rank's rows ``mine`` of a minibatch whose every rank's advantages are ``advantages``: those
         normalised by the whole minibatch's mean and std (``algo.normalize_advantages``)."""
-        index = torch.from_numpy(mine).to(self.device)
-        batch = PPOBatch(*(getattr(data, f)[index] for f in PPOBatch.__dataclass_fields__))
+        batch = PPOBatch(*(getattr(data, f)[mine] for f in PPOBatch.__dataclass_fields__))
         if self.algo.normalize_advantages and advantages.numel() > 1:
             batch.advantages = (batch.advantages - advantages.mean()) / (advantages.std() + 1e-8)
         return batch
@@ -226,16 +252,11 @@ class PPO(UpdateRule):
         and the trainee's values of what the rollout ends on: row T and the final observations of truncations."""
         algo, device = self.algo, self.device
         steps = storage["action"].shape[1] - 1
-        obs = torch.from_numpy(storage["obs"]).to(device)
+        obs = storage.tensor("obs")
         acted = storage["value"][:, :steps]
         after = None
         if hidden_size(self.trainee):  # the state at row T and after each truncation: the whole rollout replayed
-            _, values, after = unroll(
-                self.trainee,
-                obs,
-                torch.from_numpy(storage["hidden"][:, 0]).to(device),
-                torch.from_numpy(storage["done"]).to(device),
-            )
+            _, values, after = unroll(self.trainee, obs, storage.tensor("hidden")[:, 0], storage.tensor("done"))
             bootstrap = values[:, steps]
         else:
             _, bootstrap = self.trainee(obs[:, steps])
@@ -248,12 +269,12 @@ class PPO(UpdateRule):
             final_values=final_values(self.trainee, storage, device, after),
         )  # time limits
         advantages = torch.from_numpy(advantages).to(device)
-        values = torch.from_numpy(np.ascontiguousarray(acted, dtype=np.float32)).to(device)
+        values = storage.tensor("value")[:, :steps].float()
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
         return PPOBatch(
             obs=flat(obs[:, :steps]),
-            actions=flat(torch.from_numpy(storage["action"][:, :steps]).to(device)),
-            old_logp=flat(torch.from_numpy(storage["logp"][:, :steps]).to(device)),
+            actions=flat(storage.tensor("action")[:, :steps]),
+            old_logp=flat(storage.tensor("logp")[:, :steps]),
             old_values=flat(values),
             advantages=flat(advantages),
             returns=flat(advantages + values),
@@ -280,15 +301,13 @@ class Sequences:
     done: torch.Tensor  # [N, T]
 
     @classmethod
-    def of(cls, storage: dict[str, np.ndarray], device: torch.device) -> Sequences:
+    def of(cls, storage) -> Sequences:
         steps = storage["action"].shape[1] - 1
-        take = lambda key: torch.from_numpy(storage[key][:, :steps]).to(device)  # noqa: E731
-        return cls(take("obs"), torch.from_numpy(storage["hidden"][:, 0]).to(device), take("done"))
+        return cls(storage.tensor("obs")[:, :steps], storage.tensor("hidden")[:, 0], storage.tensor("done")[:, :steps])
 
-    def replay(self, net: torch.nn.Module, envs: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def replay(self, net: torch.nn.Module, envs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(head, value) of these envs' rows, env-major: the order of ``_whole``'s row indices."""
-        index = torch.from_numpy(np.asarray(envs, np.int64)).to(self.hidden0.device)
-        head, value, _ = unroll(net, self.obs[index], self.hidden0[index], self.done[index])
+        head, value, _ = unroll(net, self.obs[envs], self.hidden0[envs], self.done[envs])
         return head.flatten(0, 1), value.flatten(0, 1)
 
 

@@ -24,10 +24,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from fastrl.buffers.control import Stat
+from fastrl.buffers.device_storage import DeviceStorage
 from fastrl.config import AlgoConfig
 from fastrl.errors import NonFiniteError
 from fastrl.models.distributions import ActionDistribution, distribution_for
@@ -35,7 +35,9 @@ from fastrl.models.normalizer import observe_observations, observed_rows
 from fastrl.models.recurrent import hidden_size, unroll
 from fastrl.ranks.cohort import Solo
 
-Step = Callable[[torch.nn.Module, list[torch.Tensor]], float]  # the learner's checked optimizer step
+# the learner's checked optimizer step (fastrl.learning.checked_step): (net, gradients, and optionally the
+# minibatch's policy/value/entropy loss terms) -> the gradient norm, a tensor while its checks wait for the update's end
+Step = Callable[..., "float | torch.Tensor"]
 Losses = dict[Stat, float]  # what a rule's learn produced, by stats column
 
 
@@ -68,6 +70,9 @@ class UpdateRule:
         # the learner sets these by algo.entropy_schedule and algo.clip_schedule before each learn
         self.entropy_coef = algo.entropy_coef
         self.clip = algo.clip  # ppo's
+        # set by the learner (reliability.finite_checks): True, the rule reads no loss off the device inside
+        # an update; the learner checks the losses it returns, once (fastrl.learning.checked_step)
+        self.deferred_checks = False
 
     @property
     def trained(self) -> torch.nn.Module:
@@ -79,11 +84,11 @@ class UpdateRule:
         all-reduce starts during them: ``Cohort.watch``)."""
         return []
 
-    def warm_up(self, storage: dict[str, np.ndarray]) -> None:
+    def warm_up(self, storage: DeviceStorage) -> None:
         """One loss and backward on a zero storage of an update's shape, so the first update pays no JIT,
         lazy-init or compile cost."""
 
-    def learn(self, storage: dict[str, np.ndarray], rollout: int) -> Losses:
+    def learn(self, storage: DeviceStorage, rollout: int) -> Losses:
         """Take what the data of ``rollout`` gives and keep it pending for ``advance``."""
         return {}
 
@@ -98,15 +103,15 @@ class UpdateRule:
     def load(self, state: dict) -> None:
         pass
 
-    def _observe(self, net: torch.nn.Module, storage: dict[str, np.ndarray]) -> None:
+    def _observe(self, net: torch.nn.Module, storage: DeviceStorage) -> None:
         """``model.normalize_obs``: the running statistics of ``net`` (the θ published next) move once per
         update, by the rows learned from; the behaviour copy of hts A2C keeps the statistics it acted with."""
         if getattr(net, "obs_normalizer", None) is None:
             return
-        obs = storage["obs"][:, : storage["action"].shape[1] - 1]
+        obs = storage.tensor("obs")[:, : storage["action"].shape[1] - 1]  # on the device: no copy on the host
         count = obs.shape[0] * obs.shape[1]
         rows = obs.reshape(-1, *obs.shape[2:])[observed_rows(count, *self.cohort.rows(count))]
-        observe_observations(net, torch.from_numpy(rows).to(self.device), self.cohort.moments)
+        observe_observations(net, rows, self.cohort.moments)
 
 
 class Collect(UpdateRule):
@@ -157,18 +162,13 @@ class LossStats:
 
 
 def forward_storage(
-    model: torch.nn.Module, obs: torch.Tensor, storage: dict[str, np.ndarray], device: torch.device
+    model: torch.nn.Module, obs: torch.Tensor, storage: DeviceStorage
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Forward all N*(T+1) observations at once -> heads [N, T+1, H], values [N, T+1], and for a recurrent
     model the states after each row [N, T+1, 2H] (replayed from the storage's first states; else None)."""
     n, t1 = obs.shape[:2]
     if hidden_size(model):
-        return unroll(
-            model,
-            obs,
-            torch.from_numpy(storage["hidden"][:, 0]).to(device),
-            torch.from_numpy(storage["done"]).to(device),
-        )
+        return unroll(model, obs, storage.tensor("hidden")[:, 0], storage.tensor("done"))
     logits, values = model(obs.reshape(n * t1, *obs.shape[2:]))
     return logits.reshape(n, t1, -1), values.reshape(n, t1), None
 

@@ -1,6 +1,6 @@
 """How fast a config's model learns and acts on this machine: the numbers the learner's settings decide from.
 
-    fastrl bench learner [CONFIG] [--set k=v] [--seconds S] [--threads 1 2]
+    fastrl bench learner [CONFIG] [--set k=v] [--seconds S] [--threads 1 2] [--device auto|cpu|cuda]
 
 For the config's model (built as the run builds it, from its env's spaces), one JSON line:
 
@@ -21,6 +21,12 @@ For the config's model (built as the run builds it, from its env's spaces), one 
   backward) and its share of ``gemm_gflops``, a square matrix product's GFLOP/s at the same precision and
   thread count, measured in this process: the CPU's reachable dense peak, the reference that says how much
   faster the step could still get on this machine without fewer FLOPs per sample.
+
+On CUDA (``--device cuda``, or ``auto`` where torch sees a GPU) the same grid with the GPU's settings: one
+thread (it only feeds the GPU), fp32 and bf16, eager, compiled (``model.compile_mode = "default"``) and
+compiled with CUDA graphs (``"reduce-overhead"``), each timed to the GPU's last kernel; the actors' forward
+at the GPU's micro-batch (a learner's envs); ``gemm_gflops`` a 8192-square product's on the GPU; ``gpu``: its
+name; ``tf32`` as the config sets it.
 
 The step is PPO's loss for every algorithm: the model's forward and backward are the cost that
 compiling and precision change; A2C's and V-trace's loss terms cost little beside them. Each setting is
@@ -43,48 +49,67 @@ WARM_UP_STEPS = 3
 # The reference product's side: 2.1 GFLOP a product, big enough for the BLAS to reach its peak on any core
 # count, small enough (4 MiB an operand in fp32) to be timed in a second on one core.
 GEMM_SIDE = 1024
+GPU_GEMM_SIDE = 8192  # a GPU reaches its peak only on far bigger products (1.1 TFLOP each)
 
 
 def measure(
-    config: str | None = None, overrides: Sequence[str] = (), seconds: float = 3.0, threads: list[int] | None = None
+    config: str | None = None,
+    overrides: Sequence[str] = (),
+    seconds: float = 3.0,
+    threads: list[int] | None = None,
+    device: str = "auto",
 ) -> dict:
     import torch
 
     import fastrl
     from fastrl.bench.machine import BF16_FLAGS, machine_info
+    from fastrl.devices import configure_cuda, process_device, resolve_devices
     from fastrl.envs.registry import probe_env
     from fastrl.models.compiling import compiles
     from fastrl.models.policy import build_policy
-    from fastrl.process.auto_layout import Machine, choose_learner_threads
+    from fastrl.process.auto_layout import Machine, choose_learner_threads, choose_micro_batch
 
-    resolved = fastrl.api.resolve_config(config, list(overrides))
+    resolved = fastrl.api.resolve_config(config, [*overrides, f"engine.device='{device}'"])
     if resolved.model.lstm:
         raise ConfigError(
             f"fastrl bench learner measures feed-forward models; model.lstm = {resolved.model.lstm}: "
             "add --set model.lstm=0 for its encoder's numbers"
         )
+    resolved = resolve_devices(resolved)  # a GPU asked for where there is none: ConfigError
+    on = process_device(resolved.engine.device)
+    configure_cuda(resolved, on)  # TF32 and cuDNN as a run of this config sets them
     info = probe_env(resolved.env)
     machine = machine_info()
     probe = build_policy(info, resolved, "cpu")
     image_model = hasattr(probe, "set_precision")
-    threads = threads or sorted(
-        {1, choose_learner_threads(resolved.engine, Machine.detect(), image_model), machine["cores"]}
-    )
-    precisions = ["fp32"] + (["bf16"] if image_model and any(machine[f] for f in BF16_FLAGS) else [])
+    detected = Machine.detect()
+    if on.type == "cuda":
+        threads = [1]  # a CUDA learner's thread feeds the GPU (choose_learner_threads)
+        precisions = ["fp32", "bf16"] if image_model else ["fp32"]
+        modes = [None, "default", "reduce-overhead"]
+    else:
+        threads = threads or sorted(
+            {1, choose_learner_threads(resolved.engine, detected, image_model), machine["cores"]}
+        )
+        precisions = ["fp32"] + (["bf16"] if image_model and any(machine[f] for f in BF16_FLAGS) else [])
+        modes = [None, "default"]
+    micro_batch = choose_micro_batch(resolved.engine, detected, image_model)
     batch, passes = _minibatch(resolved)
     frame_skip = resolved.env.atari.frame_skip if _is_atari(resolved) else 1
-    flops = _flops_per_sample(info, resolved, batch, resolved.engine.micro_batch)
+    flops = _flops_per_sample(info, resolved, batch, micro_batch)
     rows: dict[str, list[dict]] = {"train": [], "forward": []}
     gemm: list[dict] = []
     for precision in precisions:
         config_p = dataclasses.replace(resolved, model=dataclasses.replace(resolved.model, precision=precision))
         for count in threads:
             torch.set_num_threads(count)
-            peak = _gemm_gflops(precision, seconds)
+            peak = _gemm_gflops(precision, seconds, on)
             gemm.append({"precision": precision, "threads": count, "gflops": round(peak, 1)})
-            for compiled in (False, True):
-                setting = {"precision": precision, "threads": count, "compiled": compiled}
-                train, forward = _time_setting(info, config_p, compiled, batch, resolved.engine.micro_batch, seconds)
+            for mode in modes:
+                setting = {"precision": precision, "threads": count, "compiled": mode is not None}
+                if on.type == "cuda":
+                    setting["compile_mode"] = mode
+                train, forward = _time_setting(info, config_p, mode, batch, micro_batch, seconds, on)
                 rows["train"].append(
                     {
                         **setting,
@@ -100,17 +125,20 @@ def measure(
         "bench": "learner",
         "config": config,
         "overrides": list(overrides),
+        "device": str(on),
+        "gpu": torch.cuda.get_device_name(on) if on.type == "cuda" else None,
+        "tf32": resolved.model.tf32,
         "model": type(probe).__name__,
         "algo": resolved.algo.name,
         "minibatch": batch,
         "passes_per_rollout": passes,
-        "micro_batch": resolved.engine.micro_batch,
+        "micro_batch": micro_batch,
         "seconds": seconds,
         **rows,
         "speedup": _speedups(rows),
         "flops_per_sample": flops,
         "gemm_gflops": gemm,
-        "compile_auto": compiles(resolved, torch.device("cpu"), image_model),
+        "compile_auto": compiles(resolved, on, image_model),
         "machine": machine,
     }
 
@@ -132,7 +160,10 @@ def _minibatch(config: Config) -> tuple[int, int]:
     return rows, 1
 
 
-def _time_setting(info, config: Config, compiled: bool, batch: int, micro_batch: int, seconds: float):
+def _time_setting(
+    info, config: Config, mode: str | None, batch: int, micro_batch: int, seconds: float, device=None
+) -> tuple[dict, dict]:
+    """A training step's and the actors' forward's rates, eager (``mode`` None) or compiled in ``mode``."""
     import torch
     import torch._dynamo
 
@@ -141,22 +172,23 @@ def _time_setting(info, config: Config, compiled: bool, batch: int, micro_batch:
     from fastrl.models.distributions import distribution_for
     from fastrl.models.policy import build_policy
 
+    device = device or torch.device("cpu")
     torch._dynamo.reset()  # each setting compiles afresh (inductor's disk cache still serves)
     torch.manual_seed(0)
-    model = compile_policy(build_policy(info, config, "cpu"), compiled)
+    model = compile_policy(build_policy(info, config, device).to(device), mode is not None, mode or "default")
     optimizer = make_optimizer(model, config.algo)
-    data = _random_batch(info, batch)
+    data = _random_batch(info, batch, device)
     distribution = distribution_for(info.action)
     step = lambda: _train_step(model, optimizer, data, config.algo, distribution)  # noqa: E731
-    train = _rate(step, batch, seconds)
+    train = _rate(step, batch, seconds, device)
     model.eval()
-    obs = data.obs[:micro_batch]
+    obs = _random_batch(info, micro_batch, device).obs
 
     def forward():
         with torch.inference_mode():
             model(obs)
 
-    return train, _rate(forward, micro_batch, seconds)
+    return train, _rate(forward, micro_batch, seconds, device)
 
 
 def _flops_per_sample(info, config: Config, batch: int, micro_batch: int) -> dict[str, float]:
@@ -183,15 +215,18 @@ def _flops_per_sample(info, config: Config, batch: int, micro_batch: int) -> dic
     return {"train": round(train), "forward": round(counter.get_total_flops() / micro_batch)}
 
 
-def _gemm_gflops(precision: str, seconds: float) -> float:
-    """GFLOP/s of a ``GEMM_SIDE``-square matrix product in ``precision`` on torch's current thread count."""
+def _gemm_gflops(precision: str, seconds: float, device=None) -> float:
+    """GFLOP/s of a square matrix product in ``precision`` on ``device`` (``GEMM_SIDE`` on the CPU at torch's
+    current thread count, ``GPU_GEMM_SIDE`` on a GPU)."""
     import torch
 
+    device = device or torch.device("cpu")
+    side = GPU_GEMM_SIDE if device.type == "cuda" else GEMM_SIDE
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     generator = torch.Generator().manual_seed(0)
-    a, b = (torch.randn(GEMM_SIDE, GEMM_SIDE, generator=generator).to(dtype) for _ in range(2))
-    rate = _rate(lambda: torch.mm(a, b), 1, min(seconds, 1.0))
-    return rate["samples_s"] * 2 * GEMM_SIDE**3 / 1e9
+    a, b = (torch.randn(side, side, generator=generator).to(device, dtype) for _ in range(2))
+    rate = _rate(lambda: torch.mm(a, b), 1, min(seconds, 1.0), device)
+    return rate["samples_s"] * 2 * side**3 / 1e9
 
 
 def _work_rate(samples_s: float, flops_per_sample: float, gemm_gflops: float) -> dict:
@@ -199,19 +234,28 @@ def _work_rate(samples_s: float, flops_per_sample: float, gemm_gflops: float) ->
     return {"gflops": round(gflops, 1), "of_gemm": round(gflops / gemm_gflops, 3) if gemm_gflops > 0 else None}
 
 
-def _rate(call, rows: int, seconds: float) -> dict:
+def _rate(call, rows: int, seconds: float, device=None) -> dict:
+    """Rows/s of ``call`` after a warm-up; on a GPU timed to its last kernel (a call only queues work there)."""
+    import torch
+
+    cuda = device is not None and device.type == "cuda"
+    finish = torch.cuda.synchronize if cuda else lambda: None
     begun = time.perf_counter()
     for _ in range(WARM_UP_STEPS):
         call()
+    finish()
     warm_up = time.perf_counter() - begun
     count, begun = 0, time.perf_counter()
     while count < 2 or time.perf_counter() - begun < seconds:
         call()
         count += 1
+        if cuda and count % 16 == 0:
+            finish()  # the clock reads work done, not work queued
+    finish()
     return {"samples_s": round(count * rows / (time.perf_counter() - begun), 1), "warm_up_s": round(warm_up, 2)}
 
 
-def _random_batch(info, size: int):
+def _random_batch(info, size: int, device=None):
     import numpy as np
     import torch
 
@@ -225,7 +269,10 @@ def _random_batch(info, size: int):
         obs = rng.standard_normal((size, *info.obs_shape)).astype(dtype)
     action = np.zeros((size, *info.action.slot_shape), info.action.slot_dtype)
     floats = lambda: torch.from_numpy(rng.standard_normal(size).astype(np.float32))  # noqa: E731
-    return PPOBatch(torch.from_numpy(obs), torch.from_numpy(action), floats() - 2.0, floats(), floats(), floats())
+    batch = PPOBatch(torch.from_numpy(obs), torch.from_numpy(action), floats() - 2.0, floats(), floats(), floats())
+    if device is None:
+        return batch
+    return PPOBatch(*(getattr(batch, f).to(device) for f in PPOBatch.__dataclass_fields__))
 
 
 def _train_step(model, optimizer, data, algo, distribution) -> None:
@@ -244,13 +291,16 @@ def _train_step(model, optimizer, data, algo, distribution) -> None:
 
 
 def _speedups(rows: dict) -> dict:
-    """compiled / eager samples/s, by what is measured, precision and thread count."""
+    """compiled / eager samples/s, by what is measured, precision and thread count (on CUDA also CUDA graphs':
+    ``..._reduce_overhead``)."""
     out = {}
     for what, table in rows.items():
         eager = {(r["precision"], r["threads"]): r["samples_s"] for r in table if not r["compiled"]}
         for r in table:
             if r["compiled"]:
                 key = f"{what}_{r['precision']}_{r['threads']}t"
+                if r.get("compile_mode") == "reduce-overhead":
+                    key += "_reduce_overhead"
                 out[key] = round(r["samples_s"] / eager[(r["precision"], r["threads"])], 3)
     return out
 
@@ -262,6 +312,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads", type=int, nargs="+", help="torch thread counts (default: 1, the learner's, all cores)"
     )
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where the step runs (default: the GPU where torch sees one, as engine.device = 'auto')",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -269,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
         print("fastrl: bad options: --seconds must be > 0 and --threads >= 1", file=sys.stderr)
         return 2
     try:
-        result = measure(args.config, args.set, args.seconds, args.threads)
+        result = measure(args.config, args.set, args.seconds, args.threads, args.device)
     except ConfigError as exc:
         print(f"fastrl: bad config: {exc}", file=sys.stderr)
         return 2

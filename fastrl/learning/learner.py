@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 import time
 from contextlib import contextmanager
 from queue import Empty
@@ -37,14 +36,17 @@ from fastrl.algos.optimizers import make_optimizer
 from fastrl.algos.update_rule import Update
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Done, Flag, Stat
+from fastrl.buffers.device_storage import Uploads
 from fastrl.config import resolved_int
+from fastrl.devices import configure_cuda, process_device
 from fastrl.errors import NonFiniteError
 from fastrl.learning import agent_steps_per_update, frames_per_update, schedules
+from fastrl.learning.checked_step import CheckedStep
 from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.learning.reward_normalization import reward_scaler
 from fastrl.models.compiling import compile_policy
 from fastrl.models.distributions import distribution_for
-from fastrl.models.policy import build_policy, resolve_device
+from fastrl.models.policy import build_policy
 from fastrl.partition import owner_of
 from fastrl.ranks.cohort import join_cohort, leave_group
 from fastrl.runs.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
@@ -66,11 +68,14 @@ class Learner:
         engine = config.engine
         self.spec, self.channels, self.buffers = spec, channels, buffers
         self.algo, self.mode = config.algo, spec.mode
-        self.device = resolve_device(engine.device)
+        self.device = process_device(engine.device, spec.local_rank)
+        configure_cuda(config, self.device)  # before the first CUDA call: TF32 and cuDNN as configured
         torch.manual_seed(model_seed(config.run.seed))
         # compiled before the update rule copies it (hts's trainee, A2C's behaviour): the copies compile too
         self.model = compile_policy(
-            build_policy(spec.env_info, spec.config).to(self.device), config.model.compile is True
+            build_policy(spec.env_info, spec.config).to(self.device),
+            config.model.compile is True,
+            config.model.compile_mode,
         )
         self.index = index
         self.weights = [buffers.shared_params(index, slot=k) for k in range(self.mode.weight_slots)]
@@ -108,16 +113,27 @@ class Learner:
             self.model,
             self.algo,
             self.device,
-            self.step,
+            lambda *args: self.step(*args),  # the checked step, made once the optimizer exists
             config.run.seed,
             self.cohort,
             distribution=distribution_for(spec.env_info.action),
         )
         self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
+        checks = config.reliability.finite_checks
+        self.step = CheckedStep(
+            self.optimizer,
+            self.algo.max_grad_norm,
+            self.stats,
+            self._reduce_gradients,
+            self._schedule_lr,
+            deferred=checks == "update" or (checks == "auto" and self.device.type == "cuda"),
+        )
+        self.rule.deferred_checks = self.step.deferred
+        self.uploads = Uploads(self.device)  # each update's storage reaches the device once
         for net in self.rule.differentiated():
             self.cohort.watch(net)
         self.gossip = Gossip(spec, buffers, index, self.model, worker) if spec.gala else None
-        self.rule.warm_up(self._zero_storage())
+        self.rule.warm_up(self.uploads.of(self._zero_storage()))
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
 
@@ -222,7 +238,9 @@ class Learner:
         if self.rewards is not None:  # a scaled copy: the slots keep the raw rewards
             storage = self.rewards.scaled(storage, env_ids)
         self._schedule_loss_weights()
-        for column, value in self.rule.learn(storage, rollout).items():
+        with self.step.update(self.rule.trained, rollout):  # checked as it goes, or at its end (on a GPU)
+            losses = self.rule.learn(self.uploads.of(storage), rollout)
+        for column, value in losses.items():
             self.stats[column] = value
         if self.rewards is not None:
             self.rewards.commit()
@@ -242,7 +260,7 @@ class Learner:
         if update.params is not None:
             self.model.load_state_dict(update.params)
         self.stats[Stat.LAG_MEAN] = self.stats[Stat.LAG_MAX] = update.lag or 0
-        self.stats[Stat.GRAD_NORM] = norm
+        self.stats[Stat.GRAD_NORM] = float(norm)  # read off the device once per update
         self.stats[Stat.RANKS_S] = self.cohort.seconds
         self.stats[Stat.UPDATES] += 1
         self.version += 1
@@ -296,43 +314,19 @@ class Learner:
         if self.mode.policy_lag is not None and lag != self.mode.policy_lag:
             raise AssertionError(f"{self.mode.name} mode must learn with policy lag {self.mode.policy_lag}, got {lag}")
 
-    def step(self, net: torch.nn.Module, grads: list[torch.Tensor]) -> float:
-        """Clip and apply ``grads`` to ``net`` with the optimizer; a non-finite result is undone and raised."""
-        params = list(net.parameters())
-        for p, g in zip(params, grads):
-            p.grad = g
+    def _reduce_gradients(self, grads: list[torch.Tensor]) -> None:
+        """Before each optimizer step: gala's allreduce mixing, and every rank's mean gradient (torchrun)."""
         if self.gossip is not None:
             self.gossip.reduce_gradients(grads, self.version + 1)
         self.cohort.reduce_gradients(grads)  # every rank steps the same mean gradient (torchrun)
-        if self.algo.max_grad_norm > 0:
-            norm = float(torch.nn.utils.clip_grad_norm_(params, self.algo.max_grad_norm))
-        else:
-            norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
-        if not math.isfinite(norm):
-            raise NonFiniteError(f"non-finite gradient norm ({norm}); the update was not applied")
-        backup = [p.detach().clone() for p in params]
-        self._schedule_lr()
-        try:
-            self.optimizer.step()
-            finite = all(bool(torch.isfinite(p).all()) for p in params)
-        except BaseException:
-            _restore(params, backup)  # never leave a half-applied step behind
-            raise
-        if not finite:
-            _restore(params, backup)
-            raise NonFiniteError(
-                f"non-finite parameters after an optimizer step (lr {self.algo.lr:g}); they were "
-                "restored and never published"
-            )
-        self._record_update_norm(params, backup)
-        return norm
 
-    def _schedule_lr(self) -> None:
-        """``algo.lr_schedule``, by frames learned so far (never time)."""
+    def _schedule_lr(self) -> float:
+        """``algo.lr_schedule``, by frames learned so far (never time): the learning rate of the next step."""
         lr = schedules.learning_rate(self.algo, float(self.stats[Stat.FRAMES]), self.total_frames, self.share)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.stats[Stat.LR] = lr
+        return lr
 
     def _schedule_loss_weights(self) -> None:
         """``algo.entropy_schedule`` and ``algo.clip_schedule``, by frames learned so far: the bonus and the
@@ -342,15 +336,6 @@ class Learner:
         self.rule.clip = schedules.clip_range(self.algo, frames, self.total_frames, self.share)
         self.stats[Stat.ENTROPY_COEF] = self.rule.entropy_coef
         self.stats[Stat.CLIP] = self.rule.clip
-
-    @torch.no_grad()
-    def _record_update_norm(self, params: list[torch.Tensor], before: list[torch.Tensor]) -> None:
-        """‖θ after − θ before‖: what gala's consensus bound is made of."""
-        norm = float(
-            torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p - b) for p, b in zip(params, before)]))
-        )
-        self.stats[Stat.UPDATE_NORM] = norm
-        self.stats[Stat.MAX_UPDATE_NORM] = max(self.stats[Stat.MAX_UPDATE_NORM], norm)
 
     @contextmanager
     def _naming_what_is_kept(self):
@@ -464,9 +449,3 @@ def _resumable(state: dict) -> dict:
     """Between run-ahead barriers θ is a version ahead of the rollout in flight and already holds
     every gradient taken: a resumed run acts with it from that rollout (nothing pending)."""
     return {**state, "version": state["rollout"]} if state["version"] > state["rollout"] else state
-
-
-@torch.no_grad()
-def _restore(params: list[torch.Tensor], backup: list[torch.Tensor]) -> None:
-    for p, b in zip(params, backup):
-        p.copy_(b)
