@@ -133,8 +133,10 @@ def _config(args: argparse.Namespace) -> int:
 def _benches() -> dict:
     """``fastrl bench NAME``: each benchmark module's ``add_arguments`` and ``run``, with its help line."""
     from fastrl.bench import (
+        device_check,
         gala_straggler,
         hts_speedup,
+        invariance,
         learner,
         multinode,
         policy_lag,
@@ -162,6 +164,8 @@ def _benches() -> dict:
         ),
         "startup": (startup, "a run's seconds from train() to return, workers forked from the fork server vs spawned"),
         "suite": (suite, "a config on several Atari games and seeds: human-normalised IQM and median with intervals"),
+        "invariance": (invariance, "a device's forward: rows that change with their batch, error against the CPU"),
+        "device-check": (device_check, "every GPU measurement in one capped run, each step's JSON as it finishes"),
     }
 
 

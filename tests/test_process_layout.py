@@ -5,8 +5,7 @@ import tomllib
 
 import fastrl
 import fastrl.process.auto_layout as process_layout
-from fastrl.config import ConfigError, load_config
-from fastrl.config import shipped_configs
+from fastrl.config import ConfigError, load_config, shipped_configs
 from fastrl.envs.atari import is_atari_id
 from fastrl.process.auto_layout import (
     Layout,

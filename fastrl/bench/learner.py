@@ -58,7 +58,9 @@ def measure(
     seconds: float = 3.0,
     threads: list[int] | None = None,
     device: str = "auto",
+    only: list[str] | None = None,
 ) -> dict:
+    """``only``: the precisions to time (default: fp32, and bf16 where the device has bf16 units)."""
     import torch
 
     import fastrl
@@ -93,6 +95,8 @@ def measure(
         )
         precisions = ["fp32"] + (["bf16"] if image_model and any(machine[f] for f in BF16_FLAGS) else [])
         modes = [None, "default"]
+    if only:
+        precisions = [p for p in only if p == "fp32" or image_model]  # bf16 is the built-in CNNs' only
     micro_batch = choose_micro_batch(resolved.engine, detected, image_model)
     batch, passes = _minibatch(resolved)
     frame_skip = resolved.env.atari.frame_skip if _is_atari(resolved) else 1
@@ -313,6 +317,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=int, nargs="+", help="torch thread counts (default: 1, the learner's, all cores)"
     )
     parser.add_argument(
+        "--precision",
+        choices=("fp32", "bf16"),
+        nargs="+",
+        help="precisions to time (default: fp32, and bf16 where the device has bf16 units)",
+    )
+    parser.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
         default="auto",
@@ -325,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
         print("fastrl: bad options: --seconds must be > 0 and --threads >= 1", file=sys.stderr)
         return 2
     try:
-        result = measure(args.config, args.set, args.seconds, args.threads, args.device)
+        result = measure(args.config, args.set, args.seconds, args.threads, args.device, args.precision)
     except ConfigError as exc:
         print(f"fastrl: bad config: {exc}", file=sys.stderr)
         return 2

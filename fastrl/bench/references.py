@@ -153,9 +153,10 @@ def adapter_loop_fps(env_config, envs: int, processes: int, seconds: float = 5.0
 
 
 def atari_vector_env_fps(
-    game: str = "pong", num_envs: int = 16, seconds: float = 5.0, batch_size: int | None = None
+    game: str = "pong", num_envs: int = 16, seconds: float = 5.0, batch_size: int | None = None, threads: int = 0
 ) -> dict:
-    """Frames/s of ale-py's AtariVectorEnv; ``batch_size`` < ``num_envs`` runs it asynchronously."""
+    """Frames/s of ale-py's AtariVectorEnv; ``batch_size`` < ``num_envs`` runs it asynchronously; ``threads``:
+    its stepping threads (0: its own choice, one per core)."""
     from ale_py import AtariVectorEnv
 
     batch = batch_size or num_envs
@@ -163,6 +164,7 @@ def atari_vector_env_fps(
         game,
         num_envs,
         batch_size=batch,
+        num_threads=threads,
         frameskip=FRAME_SKIP,
         img_height=84,
         img_width=84,
@@ -192,6 +194,7 @@ def atari_vector_env_fps(
         "game": game,
         "num_envs": num_envs,
         "batch_size": batch,
+        "threads": threads,
         "seconds": seconds,
         "frames": frames,
         "fps": frames / elapsed,

@@ -5,6 +5,11 @@ seconds with a uniform random or the config's model policy, then — in the same
 one after the other — the raw emulator on every core (the physical limit) and ale-py's
 AtariVectorEnv with the same preprocessing and number of envs. Prints one JSON line.
 
+``--executors 1 2 4 8 14`` measures instead how the engine scales over cores: for each count N, fastrl with
+N executors of ``--envs-per-executor`` envs each, the raw emulator in N processes (the same cores' limit)
+and AtariVectorEnv with the same envs on N threads, asynchronous (it steps whichever half of its envs is
+ready, its fastest setting); one row per count, in one JSON line (``scaling``).
+
 ``--adapter-loop`` adds a fourth measurement: the config's own env adapters stepped in one bare
 loop per executor, no engine around them (``references.adapter_loop_fps``). ``of_adapter_loop``
 is then the share of that the whole engine keeps: what its processes, queues, actors and
@@ -30,13 +35,14 @@ def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[
     with tempfile.TemporaryDirectory() as workdir:
         extra = [
             "algo.name='none'",
+            "algo.normalize_returns=false",  # PPO's: no learner here (the default job sets it true)
             f"run.max_seconds={seconds}",
             "run.total_frames=1_000_000_000_000",
             "run.progress=false",
             f"run.dir='{workdir}'",
         ]
         if policy == "random":  # obs-blind: nothing to normalise, and no learner to move statistics
-            extra += ["model.name='random'", "model.normalize_obs=false", "algo.normalize_returns=false"]
+            extra += ["model.name='random'", "model.normalize_obs=false"]
         resolved = resolve_layout(fastrl.api.resolve_config(config, [*overrides, *extra]))  # report the numbers
         summary = fastrl.train(resolved)
     frame_skip = resolved.env.atari.frame_skip
@@ -133,6 +139,43 @@ def measure(
     return result
 
 
+def scaling(
+    config: str | None,
+    executor_counts: Sequence[int],
+    envs_per_executor: int = 4,
+    seconds: float = 5.0,
+    policy: str = "random",
+    overrides: Sequence[str] = (),
+) -> dict:
+    """The engine against the raw emulator and asynchronous AtariVectorEnv on as many cores, per executor count."""
+    resolved = fastrl.api.resolve_config(config, list(overrides))
+    if not is_atari_id(resolved.env.id):
+        raise ValueError(f"fastrl bench sampling measures Atari configs; env.id = {resolved.env.id!r} is not one")
+    if min(executor_counts) < 1 or envs_per_executor < 1:
+        raise ValueError("--executors and --envs-per-executor must be at least 1")
+    game, _ = parse_atari_id(resolved.env.id)
+    rows = []
+    for count in executor_counts:
+        envs = count * envs_per_executor
+        ours = engine_fps(config, seconds, policy, [*overrides, f"engine.envs={envs}", f"engine.executors={count}"])
+        raw = raw_emulator_fps(game, seconds, processes=count)
+        vector = atari_vector_env_fps(game, envs, seconds, batch_size=max(1, envs // 2), threads=count)
+        rows.append(
+            {
+                "executors": count,
+                "envs": envs,
+                "actors": ours["actors"],
+                "fastrl_fps": round(ours["frames_per_s"], 1),
+                "raw_fps": round(raw["fps"], 1),
+                "atari_vector_env_async_fps": round(vector["fps"], 1),
+                "of_raw_emulator": round(ours["frames_per_s"] / raw["fps"], 3),
+                "vs_atari_vector_env_async": round(ours["frames_per_s"] / vector["fps"], 3),
+                "time_split": ours["time_split"],
+            }
+        )
+    return {"config": config, "policy": policy, "envs_per_executor": envs_per_executor, "scaling": rows}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="TOML config (default: the default config, Pong hts)")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds each of the three measurements runs")
@@ -150,9 +193,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also step the config's env adapters in bare loops, one per executor, without the "
         "engine: of_adapter_loop is the share of that the engine keeps",
     )
+    parser.add_argument(
+        "--executors",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="measure scaling instead: one row per executor count against the raw emulator and asynchronous "
+        "AtariVectorEnv on as many cores (e.g. --executors 1 2 4 8 14)",
+    )
+    parser.add_argument("--envs-per-executor", type=int, default=4, help="with --executors: envs per executor")
 
 
 def run(args: argparse.Namespace) -> int:
     """Measure with the parsed ``add_arguments`` options and print the JSON line."""
-    print(json.dumps(measure(args.config, args.seconds, args.policy, args.set, args.rounds, args.adapter_loop)))
+    if args.executors:
+        result = scaling(args.config, args.executors, args.envs_per_executor, args.seconds, args.policy, args.set)
+    else:
+        result = measure(args.config, args.seconds, args.policy, args.set, args.rounds, args.adapter_loop)
+    print(json.dumps(result))
     return 0

@@ -135,7 +135,19 @@ def read_run(run_path: Path, target: float, window: int) -> dict:
         "run_dir": str(run_path),
         "env_id": config["env"]["id"],
         "mode": engine["mode"],
-        "layout": {key: engine[key] for key in ("envs", "executors", "actors", "inline_actors", "learners")},
+        "layout": {
+            key: engine.get(key)
+            for key in (
+                "envs",
+                "executors",
+                "actors",
+                "inline_actors",
+                "learners",
+                "micro_batch",
+                "device",
+                "actor_device",
+            )
+        },
         "precision": _precision(config),
         "compile": config["model"].get("compile", False),
         "machine": machine_info(),
