@@ -25,7 +25,7 @@ def resolve_config(
     return load_config(DEFAULT_JOB if config is None else config, overrides)
 
 
-def load_policy(target: str | Path, params: str | int = "auto"):
+def load_policy(target: str | Path, params: str | int = "auto", trust_code: bool = False):
     """The trained policy of a run: a ``torch.nn.Module`` in eval mode whose ``forward(obs)`` gives
     ``(logits [B, n_actions], value [B])`` for a batch of observations shaped as the env gives them
     (for a Box action space the head is ``[B, 2 D]``: D means, then D log-stds). A recurrent policy
@@ -36,11 +36,15 @@ def load_policy(target: str | Path, params: str | int = "auto"):
     resolves them: ``target`` is a run directory, its ``checkpoints/`` folder or a checkpoint
     file; ``params`` is ``"auto"`` (the target's checkpoint), or for gala runs ``"average"``
     (the learners' averaged parameters) or ``"learner-<i>"`` (also ``"<i>"`` or ``i``).
+
+    The file is read as tensors and plain data only (``torch.load(weights_only=True)``), so a run someone
+    else shared runs none of its own code; ``trust_code=True`` is needed where its config names a
+    ``module:factory`` env or model, which rebuilding the policy imports and calls.
     Raises ``ConfigError`` for bad input, naming the path or value and what is allowed.
     """
     from fastrl.evaluation import load_trained
 
-    return load_trained(target, params).model
+    return load_trained(target, params, trust_code).model
 
 
 def export_policy(
@@ -49,18 +53,18 @@ def export_policy(
     out: str | Path | None = None,
     params: str | int = "auto",
     greedy: bool = False,
+    trust_code: bool = False,
 ):
     """Write a run's trained policy as an ONNX (``format="onnx"``, the ``fastrl[export]`` extra) or TorchScript
     file that runs without fastrl: raw observation in (and an LSTM's state), logits or a Gaussian's mean and
     log-std, the value (and the state) out; ``greedy`` adds the greedy action as the first output. The
-    normalisers are inside. ``target`` and ``params`` as ``load_policy``'s; ``out`` defaults to
+    normalisers are inside. ``target``, ``params`` and ``trust_code`` as ``load_policy``'s; ``out`` defaults to
     ``RUN_DIR/policy.onnx`` (``policy.pt``). Returns a ``fastrl.evaluation.export.ExportedPolicy`` (the file,
-    its inputs'
-    and outputs' names and shapes); the file was checked against the eager policy before it was kept.
+    its inputs' and outputs' names and shapes); the file was checked against the eager policy before it was kept.
     Raises ``ConfigError`` for bad input (a missing extra named)."""
     from fastrl.evaluation.export import export_policy as export
 
-    return export(target, format, out, params, greedy)
+    return export(target, format, out, params, greedy, trust_code)
 
 
 def sweep_stale_segments() -> list[tuple[str, int]]:

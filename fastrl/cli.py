@@ -55,6 +55,7 @@ def _eval(args: argparse.Namespace) -> int:
             greedy=args.greedy,
             max_steps=args.max_steps,
             video=args.video,
+            trust_code=args.trust_code,
         )
     except ConfigError as exc:
         print(f"fastrl: cannot evaluate: {exc}", file=sys.stderr)
@@ -72,7 +73,14 @@ def _export(args: argparse.Namespace) -> int:
     from fastrl.evaluation.export import export_policy
 
     try:
-        exported = export_policy(args.target, format=args.format, out=args.out, params=args.params, greedy=args.greedy)
+        exported = export_policy(
+            args.target,
+            format=args.format,
+            out=args.out,
+            params=args.params,
+            greedy=args.greedy,
+            trust_code=args.trust_code,
+        )
     except ConfigError as exc:
         print(f"fastrl export: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -178,6 +186,15 @@ def _configs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_trust_code(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="import and call the module:factory env or model the checkpoint's config names "
+        "(refused without it: a shared run's config could name any code)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fastrl", description="shared-memory high-throughput deep RL")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
@@ -212,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="record the episodes into FILE.mp4 or FILE.gif "
         "(Atari: the emulator's colour screen); needs pip install 'fastrl[video]'",
     )
+    _add_trust_code(evaluate)
     evaluate.set_defaults(func=_eval)
     export = sub.add_parser(
         "export",
@@ -237,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also output the greedy action (the argmax, per dimension; a Gaussian's mean) first",
     )
+    _add_trust_code(export)
     export.set_defaults(func=_export)
     plot = sub.add_parser("plot", help="learning curves of runs (return, fps, time split) into a PNG")
     plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories (each holds metrics.jsonl)")

@@ -91,7 +91,7 @@ def test_masked_runs_do_not_depend_on_the_process_layout(tmp_path, mode):
 
 def test_eval_and_load_policy_mask_too(tmp_path):
     _, run_dir = _train(tmp_path, "run", "engine.serial=true", "algo.name='ppo'", "algo.minibatches=2")
-    policy = fastrl.load_policy(run_dir)
+    policy = fastrl.load_policy(run_dir, trust_code=True)  # its env is a module:factory
     env = GymEnv("m", masked_env.masked())
     rows = np.zeros((8, *env.obs_shape), np.float32)
     for i in range(8):
@@ -101,7 +101,7 @@ def test_eval_and_load_policy_mask_too(tmp_path):
     part = next(p for p in env.obs_layout.parts if p.name == "action_mask")
     mask = rows[:, part.offset // 4: part.offset // 4 + 4]
     assert ((logits == MASKED_LOGIT) == (mask == 0)).all() and (mask == 0).any()
-    result = fastrl.evaluate(run_dir, episodes=3, greedy=False)  # the env raises on a masked action
+    result = fastrl.evaluate(run_dir, episodes=3, greedy=False, trust_code=True)  # the env raises on a masked action
     assert result["episodes"] == 3
 
 

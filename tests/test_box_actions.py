@@ -108,11 +108,11 @@ def test_ppo_learns_to_reach_the_target(tmp_path):
 
 def test_eval_and_load_policy_play_a_box_run(tmp_path):
     _, run = _train(tmp_path, "run", "engine.serial=true", "run.total_frames=400", env=TARGET)
-    sampled = evaluate(run, episodes=3, seed=1)
-    assert sampled["lengths"] == [4, 4, 4] and evaluate(run, episodes=3, seed=1) == sampled
-    greedy = evaluate(run, episodes=3, seed=1, greedy=True)
+    sampled = evaluate(run, episodes=3, seed=1, trust_code=True)  # a module:factory env
+    assert sampled["lengths"] == [4, 4, 4] and evaluate(run, episodes=3, seed=1, trust_code=True) == sampled
+    greedy = evaluate(run, episodes=3, seed=1, greedy=True, trust_code=True)
     assert greedy["returns"] != sampled["returns"]
-    policy = fastrl.load_policy(run)
+    policy = fastrl.load_policy(run, trust_code=True)
     with torch.no_grad():
         head, value = policy(torch.tensor([[0.5]]))
     assert head.shape == (1, 2) and value.shape == (1,)  # mean, log-std
@@ -125,7 +125,7 @@ def test_multi_discrete_runs_and_serial_equals_processes(tmp_path, mode):
     _, processes = _train(tmp_path, "processes", "engine.executors=2", "engine.actors=2", env=env, mode=mode,
                           algo="a2c")
     assert _identical(load_checkpoint(serial)["model"], load_checkpoint(processes)["model"])
-    assert evaluate(serial, episodes=2)["lengths"] == [4, 4]
+    assert evaluate(serial, episodes=2, trust_code=True)["lengths"] == [4, 4]
 
 
 # ---------------------------------------------------------------- async (IMPALA) and gala with Box actions

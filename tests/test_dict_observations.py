@@ -225,11 +225,12 @@ def test_the_image_vector_env_trains_with_the_multi_model(tmp_path):
 
 def test_eval_and_load_policy_play_dict_runs(tmp_path):
     _, flat = _train(tmp_path, "flat", "engine.serial=true")
-    assert evaluate(flat, episodes=2, seed=1) == evaluate(flat, episodes=2, seed=1)
+    trusted = {"trust_code": True}  # module:factory envs
+    assert evaluate(flat, episodes=2, seed=1, **trusted) == evaluate(flat, episodes=2, seed=1, **trusted)
     _, packed = _train(tmp_path, "packed", "engine.serial=true", *SMALL_CNN, "engine.rollout=16", env=IMAGE_VECTOR)
-    played = evaluate(packed, episodes=4, seed=1, greedy=True)
+    played = evaluate(packed, episodes=4, seed=1, greedy=True, **trusted)
     assert played["lengths"] == [1, 1, 1, 1] and set(played["returns"]) <= {0.0, 1.0}
-    policy = fastrl.load_policy(packed)
+    policy = fastrl.load_policy(packed, **trusted)
     obs, _ = dict_envs.image_vector().reset(seed=0)
     with torch.no_grad():
         logits, value = policy(torch.from_numpy(policy.obs_layout.pack(obs))[None])

@@ -145,13 +145,13 @@ def test_a_masked_dict_policy_is_fed_its_flattened_row_and_masks_inside(tmp_path
     run_dir = _train(tmp_path, "masked", "env.id='tests.helpers.masked_env:masked'", "algo.name='ppo'",
                      "algo.minibatches=2",
                      "model.normalize_obs=true", "engine.serial=true")
-    exported = fastrl.export_policy(run_dir, fmt, greedy=True)
+    exported = fastrl.export_policy(run_dir, fmt, greedy=True, trust_code=True)  # a module:factory env
     env = masked_env.masked()
     rows = np.stack([gym.spaces.flatten(env.observation_space, env.reset(seed=s)[0]) for s in range(64)])
     rows = rows.astype(np.float32)
     action, logits, value = _run(exported.path, fmt, rows)
     with torch.no_grad():
-        want_logits, want_value = fastrl.load_policy(run_dir)(torch.from_numpy(rows))
+        want_logits, want_value = fastrl.load_policy(run_dir, trust_code=True)(torch.from_numpy(rows))
     _close(logits, want_logits)
     _close(value, want_value)
     mask = rows[:, :4]  # flatten's order: action_mask, then obs

@@ -96,11 +96,12 @@ def export_policy(
     out: str | Path | None = None,
     params: str | int = "auto",
     greedy: bool = False,
+    trust_code: bool = False,
 ) -> ExportedPolicy:
     """Write a run's trained policy as an ONNX or TorchScript file (see the module's doc for its inputs and
-    outputs). ``target`` and ``params`` are resolved as ``fastrl eval`` and ``fastrl.load_policy`` resolve
-    them; ``out`` defaults to ``RUN_DIR/policy.onnx`` (or ``policy.pt``). The file is checked against the
-    eager policy on an example batch before this returns. Raises ``ConfigError`` for bad input."""
+    outputs). ``target``, ``params`` and ``trust_code`` are as ``fastrl eval``'s and ``fastrl.load_policy``'s;
+    ``out`` defaults to ``RUN_DIR/policy.onnx`` (or ``policy.pt``). The file is checked against the eager policy
+    on an example batch before this returns. Raises ``ConfigError`` for bad input."""
     from fastrl.evaluation import load_trained
 
     if format not in FORMATS:
@@ -109,7 +110,7 @@ def export_policy(
         raise ConfigError(f"greedy = {greedy!r}: expected True or False")
     if format == "onnx":
         _require_onnx()
-    trained = load_trained(target, params)
+    trained = load_trained(target, params, trust_code)
     info = trained.env_info
     if info.obs_layout is not None and info.obs_layout.packed:
         raise ConfigError(

@@ -53,6 +53,7 @@ def evaluate(
     greedy: bool = False,
     max_steps: int | None = None,
     video: str | Path | None = None,
+    trust_code: bool = False,
 ) -> dict:
     """Play ``episodes`` episodes with a trained policy; returns the scores.
 
@@ -63,7 +64,8 @@ def evaluate(
     cuts an episode after that many agent steps (counted in ``truncated``). ``video``: a
     ``.mp4``/``.gif`` path to record the episodes into (Atari: the emulator's colour screen; other envs:
     ``render_mode="rgb_array"``); it needs the ``fastrl[video]`` extra; the result then also holds
-    ``video`` and ``video_frames``.
+    ``video`` and ``video_frames``. ``trust_code``: import and call a ``module:factory`` env or model the
+    checkpoint's config names (refused otherwise: the checkpoint may be someone else's).
 
     Returns ``{"checkpoint", "params", "env_id", "frames", "episodes", "greedy", "seed",
     "return_mean", "return_std", "return_min", "return_max", "length_mean", "truncated",
@@ -77,7 +79,7 @@ def evaluate(
 
         video = check_video_path(video)
     path, which = resolve_checkpoint(target, params)
-    checkpoint, config, which = load_checkpoint_of(path, which)
+    checkpoint, config, which = load_checkpoint_of(path, which, trust_code)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -3,7 +3,11 @@ and ``params``, which parameters of the run: ``"auto"`` the target's own checkpo
 runs (several learners) ``"average"`` the top-level checkpoint, which holds the average of the
 learners' parameters and a ``gala`` key, and ``"learner-<i>"`` (or ``"<i>"``) learner i's own
 ``checkpoints/learner-<i>/latest.pt``. ``fastrl eval``, ``fastrl export`` and ``fastrl.load_policy``
-resolve their target here, alike."""
+resolve their target here, alike.
+
+A checkpoint comes from whoever shared the run: it is read as tensors and plain data only, and a
+``module:factory`` its config names (an env or a model: code that rebuilding the policy imports and
+calls, with the config's kwargs) is called only when the caller says it trusts it (``trust_code``)."""
 
 from __future__ import annotations
 
@@ -107,13 +111,13 @@ def resolve_checkpoint(target: str | Path, params: str | int = "auto") -> tuple[
     return path, name
 
 
-def load_checkpoint_of(path: Path, which: str) -> tuple[dict, Config, str]:
+def load_checkpoint_of(path: Path, which: str, trust_code: bool = False) -> tuple[dict, Config, str]:
+    """``trust_code``: call the ``module:factory`` code the checkpoint's config names (else refused)."""
     from fastrl.runs.checkpoint import load_checkpoint
 
-    try:
-        checkpoint = load_checkpoint(path)
-    except Exception as exc:
-        raise ConfigError(f"cannot read checkpoint {str(path)!r}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(trust_code, bool):
+        raise ConfigError(f"trust_code = {trust_code!r}: expected True or False")
+    checkpoint = load_checkpoint(path)  # tensors and plain data only, or a ConfigError naming the file
     if not isinstance(checkpoint, dict) or not all(isinstance(checkpoint.get(k), dict) for k in ("model", "config")):
         raise ConfigError(
             f"checkpoint {str(path)!r} holds no 'model' parameters and 'config' (not a fastrl checkpoint?)"
@@ -129,4 +133,23 @@ def load_checkpoint_of(path: Path, which: str) -> tuple[dict, Config, str]:
         config = config_from_dict(checkpoint["config"])
     except ConfigError as exc:
         raise ConfigError(f"checkpoint {str(path)!r}: its config cannot be used: {exc}") from None
+    named = code_named_by(config)
+    if named and not trust_code:
+        raise ConfigError(
+            f"checkpoint {str(path)!r} names code to import and call: {'; '.join(named)}. A checkpoint's config "
+            "comes with the file, so fastrl calls what it names only when told to: once you know that code, "
+            "pass --trust-code (Python: trust_code=True)"
+        )
     return checkpoint, config, which
+
+
+def code_named_by(config: Config) -> list[str]:
+    """The config's values that name code to import and call: ``module:factory`` env ids and model names."""
+    named = []
+    if ":" in config.env.id:
+        kwargs = f" with env.kwargs = {config.env.kwargs!r}" if config.env.kwargs else ""
+        named.append(f"env.id = {config.env.id!r}{kwargs}")
+    if ":" in config.model.name:
+        kwargs = f" with model.kwargs = {config.model.kwargs!r}" if config.model.kwargs else ""
+        named.append(f"model.name = {config.model.name!r}{kwargs}")
+    return named

@@ -46,13 +46,15 @@ class TrainedPolicy:
     params: str  # "model" (one learner), "average" or "learner-<i>"
 
 
-def load_trained(target: str | Path, params: str | int = "auto") -> TrainedPolicy:
-    """Resolve ``target`` and ``params`` as ``evaluate`` does and rebuild that checkpoint's policy.
+def load_trained(target: str | Path, params: str | int = "auto", trust_code: bool = False) -> TrainedPolicy:
+    """Resolve ``target`` and ``params`` as ``evaluate`` does and rebuild that checkpoint's policy;
+    ``trust_code``: import and call a ``module:factory`` env or model its config names.
 
     Raises ``ConfigError`` for bad input (no such path or checkpoint, unknown ``params``, a file
-    that is not a fastrl checkpoint, an env or model that no longer resolves here).
+    that is not a fastrl checkpoint, code named and not trusted, an env or model that no longer
+    resolves here).
     """
     path, which = resolve_checkpoint(target, params)
-    checkpoint, config, which = load_checkpoint_of(path, which)
+    checkpoint, config, which = load_checkpoint_of(path, which, trust_code)
     model, info = rebuild_policy(config, checkpoint["model"], path)
     return TrainedPolicy(model, info, config, checkpoint, path, which)

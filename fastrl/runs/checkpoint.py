@@ -17,6 +17,11 @@
 Every file goes to a temporary name, is fsynced, then renamed: a crash mid-write leaves the
 previous checkpoint intact, never a torn one. Torch is imported lazily: executors use the
 env-state half of this module and never import torch.
+
+Trust: a checkpoint is read with ``torch.load(weights_only=True)``, which unpickles tensors and
+plain data only, never code, so any checkpoint may be opened. The env-state pickles can hold any
+object (they are the envs themselves) and unpickling them can run code: they are read only when a
+run is resumed, and only from files this user owns that nobody else may write.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ import os
 import pickle
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fastrl.buffers.arena import pid_alive
+from fastrl.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,7 @@ SAVED = ("model", "optimizer", "version", "rollout", "updates", "frames")  # of 
 _NUMBERED = re.compile(r"^ckpt-(\d+)\.pt$")
 _ENV_DIR = re.compile(r"^ckpt-(\d+)\.envs$")
 _TEMPORARY = re.compile(r"^\..+\.(\d+)\.tmp$")  # atomic_write's, named after the writing pid
+FILE_MODE = 0o640  # a run's files: env.kwargs and env states may hold secrets, so no one outside the group reads them
 
 
 def build_checkpoint(kind: str, state: dict, config: dict, resume: dict | None, **extra: Any) -> dict:
@@ -67,7 +75,7 @@ def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
     """``write(file)`` into a temporary sibling, fsync, rename over ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE), "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -175,9 +183,37 @@ def checkpoint_file(path: str | Path) -> Path:
 
 
 def load_checkpoint(path: str | Path) -> dict:
+    """The checkpoint's dict, read with ``weights_only=True``: tensors and plain data, never code. A
+    ``ConfigError`` names a file that holds anything else, or that is truncated or not a checkpoint."""
     import torch
 
-    return torch.load(checkpoint_file(path), map_location="cpu", weights_only=False)
+    file = checkpoint_file(path)
+    try:
+        checkpoint = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch reports a torn zip archive as OSError or RuntimeError
+        reason = _refused_global(exc)
+        if reason:
+            raise ConfigError(
+                f"checkpoint {str(file)!r} holds more than tensors and plain data ({reason}); fastrl reads "
+                "checkpoints with torch.load(weights_only=True) and runs no code from one: it was not written "
+                "by fastrl, or was altered"
+            ) from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ConfigError(
+            f"cannot read checkpoint {str(file)!r}: it is truncated or not a torch checkpoint "
+            f"({type(exc).__name__}: {first}); the run's older checkpoints are its checkpoints/ckpt-*.pt"
+        ) from None
+    if not isinstance(checkpoint, dict):
+        raise ConfigError(f"checkpoint {str(file)!r} holds a {type(checkpoint).__name__}, not a fastrl checkpoint")
+    return checkpoint
+
+
+def _refused_global(exc: Exception) -> str | None:
+    """torch's words for an object the weights-only unpickler refused (e.g. ``GLOBAL posix.system``), or None."""
+    if not isinstance(exc, pickle.UnpicklingError):
+        return None
+    lines = [line.strip().rstrip(".") for line in str(exc).splitlines()]
+    return next((line for line in lines if "GLOBAL" in line), None)
 
 
 # ---------------------------------------------------------------- env states (no torch)
@@ -185,14 +221,30 @@ def load_checkpoint(path: str | Path) -> dict:
 
 def write_env_states(directory: Path, worker: str, states: dict[int, dict]) -> None:
     """One executor's env states ``{env index: state}`` at a barrier, as ``directory/<worker>.pkl``."""
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o750, parents=True, exist_ok=True)  # never group-writable: resume unpickles it
     atomic_write(directory / f"{worker}.pkl", lambda f: pickle.dump(states, f, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def read_env_states(directory: Path) -> dict[int, dict]:
     """Every executor's env states in ``directory``, by env index (any executor layout can read them)."""
     states: dict[int, dict] = {}
-    for path in sorted(directory.glob("*.pkl")):
+    for path in env_state_files(directory):
         with open(path, "rb") as f:
             states.update(pickle.load(f))
     return states
+
+
+def env_state_files(directory: Path) -> list[Path]:
+    """The pickles of ``directory``, each checked to be this user's own: unpickling runs whatever code a
+    file names, so a file another user wrote, or could have rewritten, is refused (``ConfigError``)."""
+    files = sorted(directory.glob("*.pkl"))
+    for path in [directory, *files]:
+        st = path.stat()
+        if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise ConfigError(
+                f"refusing to unpickle the env states in {str(directory)!r}: {str(path)!r} is "
+                + ("owned by uid " + str(st.st_uid) if st.st_uid != os.geteuid() else "writable by others")
+                + "; unpickling runs code, so fastrl reads env states only from a run of this user's own. "
+                "Delete that folder to resume from the checkpoint with seeded resets"
+            )
+    return files

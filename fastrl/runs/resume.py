@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fastrl.config import Config, ConfigError, load_config
-from fastrl.runs.checkpoint import CheckpointStore, checkpoint_file, load_checkpoint
+from fastrl.runs.checkpoint import CheckpointStore, checkpoint_file, env_state_files, load_checkpoint
 from fastrl.runs.run_dir import RunDir
 from fastrl.spec import ResumePoint
 
@@ -71,10 +71,7 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
             "checkpoints/learner-<i>/latest.pt and their average in checkpoints/latest.pt"
         )
     _check_unchanged(saved, config)
-    try:
-        checkpoint = load_checkpoint(path)
-    except Exception as exc:
-        raise ConfigError(f"cannot read checkpoint {str(path)!r}: {type(exc).__name__}: {exc}") from None
+    checkpoint = load_checkpoint(path)  # tensors and plain data only, or a ConfigError naming the file
     state = checkpoint.get("resume")
     if not isinstance(state, dict) or "model" not in state:
         raise ConfigError(f"checkpoint {str(path)!r} holds no resumable state (written by an older fastrl?)")
@@ -113,4 +110,5 @@ def _env_states(path: Path, checkpoint: dict) -> str | None:
     if not folder.is_dir():
         log.warning("the env states %s of %s are gone: envs restart with seeded resets", folder, path)
         return None
+    env_state_files(folder)  # this user's own files, or refused before anything starts
     return str(folder)
