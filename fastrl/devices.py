@@ -99,6 +99,14 @@ def local_rank(environ=os.environ) -> int:
     return int(environ.get("LOCAL_RANK", 0))
 
 
+def device_kind(name: str) -> str:
+    """``"cpu"`` or ``"cuda"`` for a device key's value, without touching CUDA once it is resolved (an
+    executor building its inline actor's policy must not initialise the CUDA driver)."""
+    if name == AUTO:
+        return "cuda" if cuda_available() else "cpu"
+    return name
+
+
 def process_device(name: str, rank: int = 0, count: int | None = None) -> torch.device:
     """The torch device of a process that computes on ``name`` (a resolved ``"cpu"`` or ``"cuda"``, or
     ``"auto"``) for the rank with local rank ``rank``; ``count``: the GPUs this process sees (default: ask)."""

@@ -138,3 +138,21 @@ def test_a_cuda_process_sets_tf32_and_cudnn_as_the_config_says(monkeypatch, tf32
     assert torch.backends.cudnn.deterministic is deterministic and torch.backends.cudnn.benchmark is not deterministic
     assert chosen == ([(True, True)] if deterministic else [])
     assert (os.environ.get("CUBLAS_WORKSPACE_CONFIG") == devices.CUBLAS_WORKSPACE) is deterministic
+
+
+def test_a_resolved_device_is_read_without_touching_cuda(monkeypatch):
+    """An executor builds its inline actor's policy from a run whose learner is on CUDA: nothing may initialise
+    the CUDA driver in it (executors never hold CUDA)."""
+    from fastrl.envs import probe_env
+    from fastrl.models.policy import build_policy
+
+    def touched(*args, **kwargs):
+        raise AssertionError("CUDA was asked")
+
+    monkeypatch.setattr(devices, "cuda_available", touched)
+    monkeypatch.setattr(torch.cuda, "device_count", touched)
+    monkeypatch.setattr(torch.cuda, "is_available", touched)
+    assert devices.device_kind("cuda") == "cuda" and devices.device_kind("cpu") == "cpu"
+    config = load_config("configs/cartpole_sync.toml", ["engine.device='cuda'", "engine.actor_device='cpu'"])
+    policy = build_policy(probe_env(config.env), config)  # model.precision 'auto' read for a CUDA learner: fp32
+    assert all(p.device.type == "cpu" for p in policy.parameters())

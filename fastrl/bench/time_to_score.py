@@ -170,10 +170,12 @@ def first_crossing(lines: list[dict], target: float, window: int) -> int | None:
 
 def _precision(config: dict) -> str:
     """The precision the run computed in: config.toml keeps ``model.precision`` as given ("auto" too)."""
-    from fastrl.devices import process_device
+    import torch
+
+    from fastrl.devices import device_kind
     from fastrl.models.precision import resolve_precision
 
-    return resolve_precision(config["model"]["precision"], process_device(config["engine"]["device"]))
+    return resolve_precision(config["model"]["precision"], torch.device(device_kind(config["engine"]["device"])))
 
 
 def _stopped_by(summary: dict, run: dict, reached: bool) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from fastrl.config import resolved_bool
-from fastrl.devices import process_device
+from fastrl.devices import device_kind
 from fastrl.envs.actions import BOX
 from fastrl.models.registry import build_model
 
@@ -23,7 +23,7 @@ def build_policy(env_info: EnvInfo, config: Config, device: torch.device | str |
     what ``model.precision = 'auto'`` picks, by default the learners' ``engine.device``, so that actors
     and learners compute in one precision wherever each runs)."""
     model = config.model
-    device = process_device(config.engine.device) if device is None else torch.device(device)
+    device = torch.device(device_kind(config.engine.device) if device is None else device)
     action = env_info.action
     assert action is not None, "EnvInfo fills in its action spec (Discrete(n_actions) by default)"
     normalize_obs = resolved_bool(model.normalize_obs, "model.normalize_obs")
