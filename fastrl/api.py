@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from fastrl.config import DEFAULT_JOB, Config, ConfigError, apply_overrides, config_from_dict, load_config
-from fastrl.runs.run_dir import RunDir, default_run_dir
+from fastrl.runs.run_dir import RunDir, default_run_dir, new_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,9 @@ def train(
         resume, config, run_dir = run_dir, None, None
     resumed = _prepare_resume(resume, config, run_dir, overrides) if resume is not None else None
     config = resumed.config if resumed else resolve_config(config, overrides)
+    claimed = resumed.run_dir if resumed else run_dir
+    if claimed is not None and launch.launch_size() == 1:  # a directory in use or holding a run: refused now
+        RunDir.check_free(Path(claimed).expanduser(), resumed=resumed is not None)
     if not config.engine.serial:
         start_fork_server(config.engine.start_method)  # its imports run while the run is planned
     ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
@@ -120,10 +123,12 @@ def train(
     sweep_stale_segments()
     compile_kernels()
     if resumed is not None:
-        resumed.set_aside_newer()
         run_dir = resumed.run_dir if ranks is None else launch.run_root(resumed.run_dir, ranks.rank)
     written = plan.config if ranks is None else launch.global_config(plan.config, config)
-    root = Path(run_dir) if run_dir is not None else default_run_dir(written)
+    if run_dir is not None:
+        root = Path(run_dir).expanduser()
+    else:  # a new directory, made now so no other run gets it; under torchrun rank 0 makes it for every rank
+        root = new_run_dir(written) if link is None or link.ranks.leader else default_run_dir(written)
     log_file = None
     if link is not None:
         assert ranks is not None  # a link exists only between ranks
@@ -132,10 +137,17 @@ def train(
         launch.log_to_file(Path(log_file))
     if restarted and resumed is not None:
         log.warning("torchrun restarted this rank: resuming %s at rollout %d", root, resumed.point.rollout)
-    run = RunDir.create(written, launch.rank_dir(root, ranks.rank) if ranks else root, ranks.ranks if ranks else 1)
-    log.info("run directory %s", run.path)
-    point = resumed.point if resumed else None
-    return Supervisor(plan.config, run, plan, point, link, log_file).run()
+    own = ("logs", "ranks") if ranks is not None and ranks.rank == 0 else ()  # what the launch itself made there
+    path = launch.rank_dir(root, ranks.rank) if ranks else root
+    run = RunDir.create(written, path, ranks.ranks if ranks else 1, resumed=resumed is not None, own=own)
+    try:
+        if resumed is not None:
+            resumed.set_aside_newer()  # under the directory's lock: no other run is using it
+        log.info("run directory %s", run.path)
+        point = resumed.point if resumed else None
+        return Supervisor(plan.config, run, plan, point, link, log_file).run()
+    finally:
+        run.release()
 
 
 def _prepare_resume(target, config, run_dir, overrides):
@@ -145,7 +157,8 @@ def _prepare_resume(target, config, run_dir, overrides):
 
     if config is not None or run_dir is not None:
         raise ConfigError("resume continues a run with its own config and directory: give no config or run_dir")
-    return prepare_resume(launch.rank_target(Path(target), launch.launch_rank()), overrides, ranks=launch.launch_size())
+    target = Path(target).expanduser()
+    return prepare_resume(launch.rank_target(target, launch.launch_rank()), overrides, ranks=launch.launch_size())
 
 
 def _agree_resume(link, resumed, target, overrides):

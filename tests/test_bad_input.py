@@ -6,6 +6,7 @@ completes) or a ``ConfigError`` with a message, never another exception from dee
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_valid_small_configs_run(tmp_path, overrides):
     except ConfigError as exc:
         assert str(exc).strip()
         return
-    summary = fastrl.train(config, run_dir=tmp_path / "run")
+    summary = fastrl.train(config, run_dir=tempfile.mkdtemp(dir=tmp_path))  # a run directory per example
     assert summary["status"] == "complete"
 
 

@@ -1,15 +1,30 @@
-"""The run directory: resolved config, metrics.jsonl, checkpoints/, summary.json."""
+"""The run directory: resolved config, metrics.jsonl, checkpoints/, summary.json.
+
+A run directory belongs to one run at a time. A new run gets a directory no run has used: the
+default name is created here, exclusively (``-2``, ``-3``... on a clash), and a ``--run-dir`` that
+already holds files is refused unless the run is resumed. While a run is up its main process holds
+an exclusive lock on the directory (``flock``, released by the kernel when the process ends, however
+it ends), so a second run, new or resumed, is refused there rather than mixing its checkpoints,
+``config.toml`` and ``summary.json`` with the first's. The directory is ``0o750`` and its files
+``0o640``: ``env.kwargs`` may hold secrets, and the env-state pickles are read back on resume.
+"""
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import itertools
 import json
 import math
+import os
 import time
 from pathlib import Path
 
-from fastrl.config import Config
+from fastrl.config import Config, ConfigError
+from fastrl.runs.checkpoint import atomic_write
 
 RANKS_FILE = "ranks.json"
+DIR_MODE = 0o750  # a run's directory: env.kwargs may hold secrets; no one outside the group reads it
 
 
 def _toml_value(value) -> str:
@@ -64,26 +79,108 @@ def _is_table(key: str, value: dict) -> bool:
 
 
 def default_run_dir(config: Config) -> Path:
+    """``run.dir/<time>_<env>_<mode>_seed<seed>``: a name, not yet a directory (``new_run_dir`` makes one)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     env = config.env.id.replace("/", "-").replace(":", "-")
-    return Path(config.run.dir) / f"{stamp}_{env}_{config.engine.mode}"
+    return Path(config.run.dir).expanduser() / f"{stamp}_{env}_{config.engine.mode}_seed{config.run.seed}"
+
+
+def new_run_dir(config: Config) -> Path:
+    """A default run directory made now, exclusively: runs started in the same second (seeds in a shell
+    loop) each get their own, the later ones suffixed ``-2``, ``-3``..."""
+    base = default_run_dir(config)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")
 
 
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self._lock: int | None = None  # the directory's fd while this process holds its lock
 
     @classmethod
-    def create(cls, config: Config, path: str | Path | None = None, ranks: int = 1) -> RunDir:
-        """``ranks``: how many torchrun ranks make the run (a resumed run needs as many), in ``ranks.json``."""
-        run = cls(path or default_run_dir(config))
-        (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
-        (run.path / "config.toml").write_text(to_toml(config.to_dict()), encoding="utf-8")
-        if ranks > 1:
-            (run.path / RANKS_FILE).write_text(json.dumps({"ranks": ranks}) + "\n")
-        else:
-            (run.path / RANKS_FILE).unlink(missing_ok=True)
+    def create(
+        cls, config: Config, path: str | Path, ranks: int = 1, resumed: bool = False, own: tuple[str, ...] = ()
+    ) -> RunDir:
+        """Claim ``path`` for this run and write its ``config.toml``. ``resumed``: the run goes on there; else
+        the directory must hold nothing but ``own`` (what this launch made there itself: a torchrun root's
+        ``logs``, ``ranks``). ``ranks``: how many torchrun ranks make the run (a resumed run needs as many),
+        in ``ranks.json``. Raises ``ConfigError`` for a directory in use or holding another run's files."""
+        run = cls(path)
+        run.path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        run._claim()
+        try:
+            if not resumed:
+                run._check_unused(own)
+            run.checkpoints.mkdir(exist_ok=True)
+            atomic_write(run.path / "config.toml", lambda f: f.write(to_toml(config.to_dict()).encode()))
+            if ranks > 1:
+                atomic_write(run.path / RANKS_FILE, lambda f: f.write((json.dumps({"ranks": ranks}) + "\n").encode()))
+            else:
+                (run.path / RANKS_FILE).unlink(missing_ok=True)
+        except BaseException:
+            run.release()
+            raise
         return run
+
+    @classmethod
+    def check_free(cls, path: Path, resumed: bool = False) -> None:
+        """Refuse at once, before anything starts, what ``create`` would refuse (``create`` still decides:
+        another run may take the directory in between)."""
+        if not path.is_dir():
+            return
+        run = cls(path)
+        run._claim()
+        try:
+            if not resumed:
+                run._check_unused(())
+        finally:
+            run.release()
+
+    def _claim(self) -> None:
+        """Hold the directory's lock for the rest of the run, or refuse: another run is using it."""
+        fd = os.open(self.path, os.O_RDONLY)  # not inherited by workers (Python's fds are close-on-exec)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            raise ConfigError(
+                f"run directory {str(self.path)!r} is in use by another run{self._holder()}; two runs in one "
+                "directory overwrite each other's checkpoints, config.toml and summary.json: give this one "
+                "another --run-dir (or none: each run then gets a new one)"
+            ) from None
+        self._lock = fd
+
+    def _holder(self) -> str:
+        try:
+            return f" (main process pid {json.loads((self.path / 'pids.json').read_text())['main']})"
+        except (OSError, ValueError, KeyError):
+            return ""
+
+    def _check_unused(self, own: tuple[str, ...]) -> None:
+        found = sorted(name for name in os.listdir(self.path) if name not in own)
+        if found:
+            shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+            raise ConfigError(
+                f"run directory {str(self.path)!r} is not empty ({shown}); a new run never writes into another's: "
+                f"to go on with the run there, fastrl train --resume {self.path}; else give an empty or new "
+                "--run-dir (or none: each run then gets a new one)"
+            )
+
+    def release(self) -> None:
+        """Let another run use the directory (the run has ended)."""
+        if self._lock is not None:
+            os.close(self._lock)  # closing the fd drops the lock
+            self._lock = None
 
     def ranks(self) -> int:
         """The torchrun ranks that made this run (1: one engine)."""
@@ -99,4 +196,4 @@ class RunDir:
         return self.path / "checkpoints"
 
     def write_summary(self, summary: dict) -> None:
-        (self.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        atomic_write(self.path / "summary.json", lambda f: f.write((json.dumps(summary, indent=2) + "\n").encode()))
