@@ -31,16 +31,25 @@ def _train(args: argparse.Namespace) -> int:
         print(f"fastrl: bad config: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RunFailed as exc:
-        print(f"\nfastrl: the run failed and was stopped cleanly. {exc}", file=sys.stderr)
+        _say(f"\nfastrl: the run failed and was stopped cleanly. {exc}")
         return exc.exit_code
     except RunInterrupted as exc:
-        print(f"\nfastrl: {exc}", file=sys.stderr)
+        _say(f"\nfastrl: {exc}")
         return exc.exit_code
     except KeyboardInterrupt:  # before the run started: nothing to clean
         print("\nfastrl: interrupted before the run started.", file=sys.stderr)
         return 130
     print(json.dumps(summary))
     return 0
+
+
+def _say(text: str) -> None:
+    """The run's closing paragraph, on stderr unless the terminal is gone (a dropped ssh session: SIGHUP,
+    then every write fails with EIO); the run's files say how it ended either way."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -105,7 +114,13 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _cleanup(args: argparse.Namespace) -> int:
     from fastrl.buffers.arena import SHM_DIR, sweep_stale_segments
+    from fastrl.process.lifeline import kill_workers_of_dead_runs
 
+    killed = kill_workers_of_dead_runs()  # first: they hold the segments' memory until they are gone
+    if killed:
+        print(f"fastrl cleanup: killed {len(killed)} worker processes of dead runs:")
+        for pid, name in sorted(killed.items()):
+            print(f"  pid {pid}  (mapped {name})")
     removed = sweep_stale_segments()
     if not removed:
         print(f"fastrl cleanup: no segments of dead runs in {SHM_DIR}")

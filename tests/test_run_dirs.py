@@ -58,14 +58,14 @@ def test_a_directory_holding_a_run_is_refused_to_a_new_one(tmp_path):
     run = tmp_path / "run"
     config, overrides = cartpole(tmp_path, "engine.serial=true", "run.total_frames=40")
     fastrl.train(config, overrides, run_dir=run)
-    before = {p.name: (p.stat().st_ino, p.read_bytes()) for p in (run / "config.toml", run / "checkpoints/latest.pt")}
-    second = _start(*TINY, "--run-dir", str(run), "--set", "run.seed=7")
-    _, err = second.communicate(timeout=240)
-    assert second.returncode == 2, err
-    assert f"fastrl: bad config: run directory '{run}' is not empty (checkpoints, config.toml" in err
-    assert f"fastrl train --resume {run}" in err
-    after = {p.name: (p.stat().st_ino, p.read_bytes()) for p in (run / "config.toml", run / "checkpoints/latest.pt")}
-    assert after == before, "the refused run touched the first run's files"
+    files = (run / "config.toml", run / "checkpoints" / "latest.pt", run / "summary.json")
+    before = {p: (p.stat().st_ino, p.read_bytes()) for p in files}
+    with pytest.raises(ConfigError) as refused:
+        fastrl.train(config, [*overrides, "run.seed=7"], run_dir=run)
+    message = str(refused.value)
+    assert message.startswith(f"run directory '{run}' is not empty (checkpoints, config.toml"), message
+    assert f"fastrl train --resume {run}" in message
+    assert {p: (p.stat().st_ino, p.read_bytes()) for p in files} == before, "the refused run touched the first's"
 
 
 def test_a_running_runs_directory_is_refused_to_any_other(tmp_path):

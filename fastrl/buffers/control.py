@@ -16,6 +16,7 @@ import numpy as np
 class Flag(IntEnum):
     STOP = 0  # main -> everyone: leave your loop now
     FINISH = 2  # main -> learner: finish at the next update (target return reached, Ctrl-C)
+    SIGNALLED = 3  # main -> learner: a signal asked for the stop: save the current state at once, then finish
 
 
 class Done(IntEnum):

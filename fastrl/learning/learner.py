@@ -104,6 +104,7 @@ class Learner:
         self.pending_checkpoint: tuple[int, dict] | None = None  # waiting for the executors' env states
         self.last_checkpoint = (time.monotonic(), 0)  # (time, frames)
         self.finished = False
+        self.saved_first = False  # the current state, written as soon as a signal asked for the stop
         self.finishing = self.time_due = False  # agreed at the last barrier, by every rank (see _agree)
         self.cohort = join_cohort(spec, self.device)  # the other ranks' learners (torchrun), or Solo
         self.rewards = reward_scaler(self.algo, len(self.owned), self.cohort)  # algo.normalize_rewards, or None
@@ -196,6 +197,8 @@ class Learner:
             return False
         if self.pending_checkpoint is not None:
             return self._complete_checkpoint(timeout)
+        if not self.saved_first and self.control.is_set(Flag.SIGNALLED):
+            self._save_first()
         started = time.perf_counter()
         try:
             for message in self.channels.rollout_done[self.index].get_many(block=timeout > 0, timeout=timeout):
@@ -419,6 +422,14 @@ class Learner:
         else:
             self.release(self.barrier_schedule.release_target(self, rollout - 1))
         return True
+
+    def _save_first(self) -> None:
+        """A signal asked for the stop: write the current state now, as a scheduler's SIGKILL may come before the
+        barrier (its grace is 10-30 s); the exact checkpoint at the barrier then replaces it as ``latest.pt``."""
+        self.saved_first = True
+        if self.rollout not in self.store.rollouts():
+            self.store.save(self._checkpoint("stop"), self.rollout)
+            log.info("stop asked by a signal: the current state (rollout %d) is saved", self.rollout)
 
     def shutdown(self) -> None:
         """The run is stopping (or this process failed): save the last good state unless already saved."""

@@ -2,13 +2,15 @@
 
 Every fault ends the run the same way (supervisor.py): stop every worker, keep a checkpoint of
 the last good parameters, free the shared memory, then raise ``RunFailed`` (exit 1) or
-``RunInterrupted`` (exit 130 / 143) whose message says what failed, where, and where the
-checkpoint is. This module only builds those exceptions and messages; it imports no torch.
+``RunInterrupted`` (exit 128 + the signal: 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM) whose message
+says what failed, where, and where the checkpoint is. This module only builds those exceptions and
+messages; it imports no torch.
 """
 
 from __future__ import annotations
 
 import queue
+import signal
 import traceback
 from dataclasses import dataclass
 
@@ -47,7 +49,7 @@ class RunFailed(FastrlError, RuntimeError):
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C (exit 130) or SIGTERM (exit 143) ended the run, cleanly and with a checkpoint."""
+    """Ctrl-C (exit 130), SIGTERM (143) or SIGHUP (129) ended the run, cleanly and with a checkpoint."""
 
     def __init__(self, message: str, signal_name: str, checkpoint: str | None = None, run_dir: str | None = None):
         super().__init__(message)
@@ -55,7 +57,8 @@ class RunInterrupted(KeyboardInterrupt):
 
     @property
     def exit_code(self) -> int:
-        return 143 if self.signal_name == "SIGTERM" else 130
+        """128 + the signal's number, as a shell reports a process the signal ended."""
+        return 128 + int(getattr(signal.Signals, self.signal_name, signal.SIGINT))
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -104,4 +107,6 @@ def failure_message(fault: Fault, outcome: Outcome) -> str:
 
 def interrupt_message(signal_name: str, exact: bool, outcome: Outcome) -> str:
     how = "at a rollout barrier (resuming continues exactly)" if exact else "mid-rollout (resuming restarts the envs)"
+    if outcome.checkpoint is None:
+        how = "before it had trained"
     return f"{signal_name} received: the run stopped {how}. {closing_sentence(outcome)}"

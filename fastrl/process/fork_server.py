@@ -30,6 +30,7 @@ from multiprocessing.context import ForkServerContext, SpawnContext
 # What every worker imports: torch above all, and the modules ``build_component`` loads for each role.
 # A module that fails to import here is skipped by the server; the worker then imports it and reports.
 PRELOAD = (
+    "fastrl.process.server_signals",  # first: the server outlives a signal to the process group
     "torch",
     "torch._dynamo",  # torch.optim imports it on a learner's first optimizer (~1.6 s)
     "numpy",
@@ -65,6 +66,23 @@ def start_fork_server(start_method: str = "forkserver") -> None:
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+
+
+def release_server() -> None:
+    """In a worker forked from the server: close the worker's copy of the server's "alive" pipe.
+
+    multiprocessing hands every forked child the write end of the pipe the server watches (so that the
+    child could start processes through the server too), and the server exits only when every copy is
+    closed. A worker that kept it kept the server alive after the main process died, and with it every
+    worker's parent-death signal unsent: a worker blocked in C then lived on. Workers start nothing
+    through the server, so each lets go of it; the server then exits with the main process."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver  # private, but the only handle there is on that fd
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None and mp.parent_process() is not None:
+        os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[attr-defined]
 
 
 def apply_environment(environ: dict[str, str]) -> None:

@@ -1,4 +1,9 @@
-"""Ctrl-C and SIGTERM in the main process: the first asks for a clean stop, the second forces it.
+"""Ctrl-C, SIGTERM and SIGHUP in the main process: the first asks for a clean stop, the second forces it.
+
+SIGHUP is what a closed terminal sends (an ssh session dropped without tmux), SIGTERM what schedulers
+send (Slurm, systemd, Kubernetes, ``docker stop``, torchrun): both usually reach every process of the
+run's process group at once. The workers leave that to this process (``worker.py``), which stops the
+run as it stops it for Ctrl-C.
 
 The first signal is only recorded: the supervisor then lets the learner finish at the next
 rollout barrier, where it writes an exact checkpoint (envs parked and saved), and ends the run.
@@ -17,7 +22,7 @@ from types import FrameType
 from typing import Any, TypeAlias
 
 log = logging.getLogger(__name__)
-HANDLED = (signal.SIGINT, signal.SIGTERM)
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # what signal.signal returns and accepts: a handler, SIG_DFL / SIG_IGN, or None (installed outside Python)
 Handler: TypeAlias = "Callable[[int, FrameType | None], Any] | int | signal.Handlers | None"
 

@@ -158,6 +158,11 @@ class Supervisor:
         self.signals = SignalGuard()
 
     def run(self) -> dict:
+        with self.signals:  # installed before the segment exists: no signal can leave it behind
+            fault, outcome, summary = self._run_and_tear_down()
+        return self._conclude(fault, outcome, summary)
+
+    def _run_and_tear_down(self) -> tuple[Fault | None, Outcome, dict]:
         buffers = RunBuffers.create(self.plan.buffers)
         try:
             engine = self.config.engine
@@ -184,18 +189,17 @@ class Supervisor:
             self.log_file,
         )
         fault = None
-        with self.signals:
-            try:
-                self._run(spec, channels, buffers, telemetry)
-            except _Faulted as exc:
-                fault = exc.fault
-            except Exception as exc:  # serial mode: the components' own exceptions land here
-                fault = Fault(describe_exception(exc, self.config.reliability.queue_timeout_s), exception_details(exc))
-            except KeyboardInterrupt:  # a forced stop in serial mode
-                self.signals.forced = True
-            finally:
-                outcome, summary = self._teardown(spec, channels, buffers, telemetry, fault)
-        return self._conclude(fault, outcome, summary)
+        try:
+            self._run(spec, channels, buffers, telemetry)
+        except _Faulted as exc:
+            fault = exc.fault
+        except Exception as exc:  # serial mode: the components' own exceptions land here
+            fault = Fault(describe_exception(exc, self.config.reliability.queue_timeout_s), exception_details(exc))
+        except KeyboardInterrupt:  # a forced stop in serial mode
+            self.signals.forced = True
+        finally:
+            outcome, summary = self._teardown(spec, channels, buffers, telemetry, fault)
+        return fault, outcome, summary
 
     def _run(self, spec: RunSpec, channels: Channels, buffers: RunBuffers, telemetry: Telemetry) -> None:
         if self.config.engine.serial:
@@ -212,7 +216,7 @@ class Supervisor:
                 )
             finally:
                 self.signals.raise_on_force = False
-        else:
+        elif not self.signals.received:  # a stop asked while the run was set up: nothing to start
             self._start_workers(spec, channels)
             telemetry.watch_processes(self._worker_pids())
             self._watch(buffers, telemetry)
@@ -304,7 +308,8 @@ class Supervisor:
             ):
                 control.set(Flag.FINISH)  # under torchrun, rank 0 (which sees every rank's episodes) judges the target
             if self.signals.received and stop_by is None:
-                control.set(Flag.FINISH)  # the learner finishes at the next barrier, with an exact checkpoint
+                control.set(Flag.SIGNALLED)  # the learner saves its current state first (a SIGKILL may follow),
+                control.set(Flag.FINISH)  # then finishes at the next barrier, with an exact checkpoint
                 stop_by = time.monotonic() + reliability.shutdown_timeout_s
             if self.signals.forced or (stop_by is not None and time.monotonic() > stop_by):
                 return  # no barrier in time: the teardown saves the learner's current state instead

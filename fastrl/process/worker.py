@@ -6,7 +6,15 @@ traceback and the process exits non-zero; the main process then ends the run. A 
 saves the last good state before it exits, whatever the reason. Workers ignore SIGINT (the
 main process owns Ctrl-C), beat a heartbeat the main process's watchdog reads, dump their
 Python stack to ``RUN_DIR/logs/<worker>.stack`` on SIGUSR1 (the watchdog asks before it
-ends a run on a stuck worker), and exit on their own if the main process dies.
+ends a run on a stuck worker), and exit on their own if the main process dies: executors and
+actors are killed with it (SIGKILL: nothing of theirs needs saving, and a worker blocked in C
+would outlive a catchable signal), the learner gets SIGTERM and saves first.
+
+SIGTERM and SIGHUP mostly come to the whole process group at once (a scheduler, torchrun, a
+closed terminal). The main process got the same signal and stops the run at its next barrier,
+which needs every worker, so a worker leaves at once only when the run is already being torn
+down, or when the main process shows no sign of stopping within ``SIGNAL_AIMED_S`` (the signal
+was sent to this worker alone, e.g. ``kill <pid>``).
 """
 
 from __future__ import annotations
@@ -19,13 +27,13 @@ import time
 from pathlib import Path
 
 from fastrl.buffers import RunBuffers
-from fastrl.buffers.control import Flag
+from fastrl.buffers.control import Control, Flag
 from fastrl.config import resolved_bool, resolved_int
 from fastrl.errors import StopRequested
 from fastrl.process.component import Component, build_component, torch_threads
 from fastrl.process.core_rotation import CoreRotation
 from fastrl.process.faults import describe_exception, exception_details
-from fastrl.process.fork_server import apply_environment
+from fastrl.process.fork_server import apply_environment, release_server
 from fastrl.process.lifeline import die_with_parent, orphaned
 from fastrl.sampling.channels import Channels
 from fastrl.spec import RunSpec, WorkerIds
@@ -34,6 +42,9 @@ POLL_TIMEOUT_S = 0.05
 BEAT_INTERVAL_S = 0.2
 # How long a SIGTERM'd worker waits for a killed main process to be gone entirely (below).
 ORPHAN_WAIT_S = 0.5
+# A SIGTERM or SIGHUP that the main process has not answered with a stop (it polls every 0.1 s) within
+# this long was sent to this worker alone: it leaves.
+SIGNAL_AIMED_S = 2.0
 
 
 def stack_file(run_dir: str, name: str) -> Path:
@@ -41,17 +52,34 @@ def stack_file(run_dir: str, name: str) -> Path:
 
 
 class _Termination:
-    """SIGTERM: executors and actors leave at once; the learner finishes its step and saves first."""
+    """SIGTERM and SIGHUP: left to the main process when it stops the run too (a signal to the process group);
+    else executors and actors leave at once, the learner finishes its step and saves first."""
 
     def __init__(self, role: str):
         self.requested = False
         self.immediate = role != "learner"
-        signal.signal(signal.SIGTERM, self._handle)
+        self.control: Control | None = None  # once attached
+        self.signalled_at: float | None = None  # a signal not yet acted on
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, self._handle)
 
     def _handle(self, *_) -> None:
+        if self.control is not None and not self.control.is_set(Flag.STOP):
+            self.signalled_at = self.signalled_at or time.monotonic()  # the main process may be stopping the run
+            return
+        self._leave()
+
+    def _leave(self) -> None:
         self.requested = True
         if self.immediate:
             sys.exit(143)
+
+    def poll(self) -> None:
+        """Leave now if the signal was aimed at this worker alone: the main process is not stopping the run."""
+        if self.signalled_at is None or self.control is None or self.control.is_set(Flag.FINISH):
+            return
+        if time.monotonic() - self.signalled_at > SIGNAL_AIMED_S:
+            self._leave()
 
 
 def _orphaned(signalled: bool) -> bool:
@@ -73,7 +101,8 @@ def _beating_ids(role: str, index: int, ids: WorkerIds, inline: bool) -> list[in
 
 def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, environ: dict[str, str]) -> None:
     """A worker's whole life; ``environ``: the main process's environment at the run's start."""
-    die_with_parent()
+    release_server()  # so that the fork server, and so this process's parent-death signal, ends with the main one
+    die_with_parent(signal.SIGTERM if role == "learner" else signal.SIGKILL)  # the learner saves first
     apply_environment(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     termination = _Termination(role)
@@ -99,7 +128,7 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, enviro
     try:
         _set_torch_threads(torch_threads(role, engine))
         component = build_component(role, index, spec, channels, buffers)
-        control = buffers.control
+        control = termination.control = buffers.control
         for worker in beating:
             control.beat(worker)
             control.ready[worker] = 1
@@ -108,6 +137,7 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, enviro
         rotation = CoreRotation(index, engine.core_rotation_s if role == "executor" else 0.0)
         while not control.is_set(Flag.STOP) and not termination.requested:
             component.poll(POLL_TIMEOUT_S)
+            termination.poll()
             now = time.monotonic()
             rotation.tick(now)
             if now - last_beat >= BEAT_INTERVAL_S:
@@ -127,7 +157,8 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, enviro
     else:
         _shutdown(component)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second PDEATHSIG must not cut the clean-up short
+        for signum in (signal.SIGTERM, signal.SIGHUP):  # a second PDEATHSIG must not cut the clean-up short
+            signal.signal(signum, signal.SIG_IGN)
         if _orphaned(termination.requested):  # main was killed (-9): nobody else frees the memory;
             buffers.arena.unlink(orphaned=True)  # first, so a failing close below cannot skip it (the name only)
         if component is not None:

@@ -41,7 +41,8 @@ class ProgressState:
 
 class ProgressLine:
     def __init__(self, total_frames: int, max_seconds: float, stream: TextIO):
-        self.total_frames, self.max_seconds, self.stream = total_frames, max_seconds, stream
+        self.total_frames, self.max_seconds = total_frames, max_seconds
+        self.stream: TextIO | None = stream
 
     def fraction(self, state: ProgressState) -> float:
         """How much of the run is done: of the frame budget, or of run.max_seconds if that ends it sooner."""
@@ -63,8 +64,7 @@ class ProgressLine:
         )
 
     def update(self, state: ProgressState) -> None:
-        self.stream.write(f"\r{self.text(state)}{_CLEAR_TO_END}")
-        self.stream.flush()
+        self._write(f"\r{self.text(state)}{_CLEAR_TO_END}")
 
     def final_text(self, state: ProgressState, status: str) -> str:
         made = int(state.frames - state.start_frames)
@@ -76,5 +76,14 @@ class ProgressLine:
 
     def finish(self, state: ProgressState, status: str) -> None:
         """Replace the live line by one that stays: how the run ended and what it did."""
-        self.stream.write(f"\r{self.final_text(state, status)}{_CLEAR_TO_END}\n")
-        self.stream.flush()
+        self._write(f"\r{self.final_text(state, status)}{_CLEAR_TO_END}\n")
+
+    def _write(self, text: str) -> None:
+        """A terminal that went away (SIGHUP, then EIO) ends the line, not the run."""
+        if self.stream is None:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except OSError:
+            self.stream = None

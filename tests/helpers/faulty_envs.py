@@ -4,6 +4,7 @@
 its creation, so the start-up probe in the main process, one step, never reaches it).
 """
 import os
+import re
 import threading
 import time
 
@@ -38,6 +39,8 @@ class FaultyCartPole(gym.Wrapper):
             raise RuntimeError(f"step {self.steps} failed on purpose")
         if self.fault == "hang":
             time.sleep(3600)
+        if self.fault == "spin_in_c":  # C code holding the GIL: no Python signal handler runs until it returns
+            re.match(r"(a+)+$", "a" * 64 + "b")  # catastrophic backtracking: 2^64 steps
         if self.fault == "nan_obs":
             obs = obs.copy()
             obs[2] = np.nan

@@ -1,0 +1,174 @@
+"""Signals as schedulers and terminals send them: to the run's whole process group, on the real command.
+
+SIGTERM to the group is what Slurm, systemd, Kubernetes, ``docker stop`` and torchrun send; SIGHUP to
+the group is a dropped ssh session (the shell forwards the terminal's hangup to its jobs, and the
+terminal is gone). Each still stops the run at a rollout barrier with an exact checkpoint; when no
+barrier can come, the learner's current state is saved at once, before the scheduler's SIGKILL.
+Also: a signal while the run is being set up, and workers a killed main process leaves behind.
+"""
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import fastrl
+from fastrl.buffers.arena import SHM_DIR, list_segments, segment_owner_pid
+from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import assert_cleaned_up, pid_alive, wait_for_pids
+
+pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
+
+ROOT = Path(__file__).parent.parent
+SLOW_CARTPOLE = [  # long enough to be stopped mid-run
+    "--set", "env.id='CartPole-v1'", "--set", "engine.envs=8", "--set", "engine.rollout=5",
+    "--set", "model.name='mlp'", "--set", "run.total_frames=8000", "--set", "engine.step_delay_s=0.004",
+    "--set", "run.progress=false", "--set", "engine.micro_batch=16",
+]
+
+
+def _start(run_dir, *args, **popen) -> subprocess.Popen:
+    """The command in a process group of its own, as a scheduler or a login shell starts a job."""
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "fastrl.cli", "train", "--run-dir", str(run_dir), *args],
+                            cwd=ROOT, text=True, start_new_session=True, **popen)
+
+
+def _group(pgid: int) -> list[int]:
+    """Live processes of the process group ``pgid`` (the command, its fork server, its workers)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def _assert_gone(proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 5
+    while _group(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _group(proc.pid), f"processes of the run still alive: {_group(proc.pid)}"
+    assert not [n for n in list_segments() if segment_owner_pid(n) == proc.pid], "the run left shared memory"
+
+
+@pytest.mark.parametrize("mode", [pytest.param("sync", marks=pytest.mark.slow), "hts"])
+def test_sigterm_to_the_process_group_stops_at_a_barrier(tmp_path, mode):
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *SLOW_CARTPOLE, "--set", f"engine.mode='{mode}'")
+    pids = wait_for_pids(run_dir)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)  # the command, its fork server and every worker at once
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "fastrl: SIGTERM received: the run stopped at a rollout barrier (resuming continues exactly)" in err
+    _assert_gone(proc)
+    checkpoint = assert_cleaned_up(run_dir, pids)
+    assert checkpoint["exact"] and 0 < checkpoint["frames"] < 8000, (checkpoint["kind"], checkpoint["frames"])
+    _resume_one_rollout(run_dir, checkpoint)
+
+
+def _resume_one_rollout(run_dir, checkpoint: dict) -> None:
+    more = checkpoint["frames"] + 40  # one rollout of 8 envs x 5 steps
+    summary = fastrl.train(resume=run_dir, overrides=["engine.serial=true", "engine.step_delay_s=0",
+                                                      f"run.total_frames={more}"])
+    assert summary["frames"] == more
+
+
+def test_a_dropped_terminal_stops_the_run_with_its_checkpoint(tmp_path):
+    """The run writes to a terminal that goes away: its shell's SIGHUP reaches every process, every later
+    write to the terminal fails (EIO), and the run still ends cleanly with an exact checkpoint."""
+    run_dir = tmp_path / "run"
+    master, slave = pty.openpty()
+    proc = _start(run_dir, *SLOW_CARTPOLE, "--set", "run.progress=true", stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    pids = wait_for_pids(run_dir)
+    time.sleep(0.5)
+    os.close(master)  # the terminal is gone: writes to it fail from here on
+    os.killpg(proc.pid, signal.SIGHUP)  # what the session's shell does on the hangup
+    assert proc.wait(timeout=60) == 128 + signal.SIGHUP
+    _assert_gone(proc)
+    checkpoint = assert_cleaned_up(run_dir, pids)
+    assert checkpoint["exact"] and json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
+    _resume_one_rollout(run_dir, checkpoint)
+
+
+@pytest.mark.slow
+def test_when_no_barrier_comes_the_learner_saved_first(tmp_path):
+    """An env hangs, so the barrier never comes; the scheduler's SIGKILL follows its SIGTERM. The learner's
+    state, saved as soon as the signal came, is there to resume from."""
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *SLOW_CARTPOLE, "--set", "env.id='tests.helpers.faulty_envs:cartpole'",
+                  "--set", "env.kwargs={fault='hang', at=30}")
+    wait_for_pids(run_dir)
+    time.sleep(1.0)  # the env hangs by now (its 30th step)
+    os.killpg(proc.pid, signal.SIGTERM)
+    time.sleep(1.5)  # a grace far shorter than any scheduler's
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    leaked = [n for n in list_segments() if segment_owner_pid(n) == proc.pid]
+    checkpoint = load_checkpoint(run_dir)
+    assert checkpoint["kind"] == "stop" and not checkpoint["exact"] and checkpoint["frames"] > 0
+    _resume_one_rollout(run_dir, checkpoint)  # each resumed env takes 5 steps, far from its hang at 30
+    assert not set(leaked) & set(list_segments()), "the next run did not sweep what the SIGKILL left"
+
+
+def test_a_signal_while_the_run_is_set_up_leaves_no_segment(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *SLOW_CARTPOLE)
+    while not [n for n in list_segments() if segment_owner_pid(n) == proc.pid]:  # the segment exists from here
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.0005)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "fastrl: SIGTERM received: the run stopped" in err and "shared memory freed" in err, err
+    _assert_gone(proc)
+
+
+@pytest.mark.slow
+def test_workers_do_not_outlive_a_killed_main_process_even_blocked_in_c(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, *SLOW_CARTPOLE, "--set", "env.id='tests.helpers.faulty_envs:cartpole'",
+                  "--set", "env.kwargs={fault='spin_in_c', at=30}", "--set", "engine.executors=1",
+                  "--set", "engine.actors=1", "--set", "engine.inline_actors=false")
+    pids = wait_for_pids(run_dir)
+    time.sleep(1.0)  # the executor spins in C by now, the GIL held: no signal handler of its own can run
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _assert_gone(proc)
+    assert_cleaned_up(run_dir, pids)  # the learner still saved on its way out
+
+
+def test_cleanup_kills_what_a_dead_run_left_running(tmp_path):
+    """A process that maps a dead run's segment and spins in C, as a worker left behind does."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    segment = Path(SHM_DIR) / f"fastrl_{dead.pid}_0123abcd_run"
+    script = (f"import mmap, os, re; fd = os.open({str(segment)!r}, os.O_RDWR | os.O_CREAT, 0o600); "
+              "os.ftruncate(fd, 4096); m = mmap.mmap(fd, 4096); print('mapped', flush=True); "
+              "re.match(r'(a+)+$', 'a' * 64 + 'b')")
+    leftover = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert leftover.stdout is not None and leftover.stdout.readline().strip() == "mapped"
+        result = subprocess.run([sys.executable, "-m", "fastrl.cli", "cleanup"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert f"  pid {leftover.pid}  (mapped {segment.name})" in result.stdout, result.stdout
+        assert leftover.wait(timeout=5) == -signal.SIGKILL
+        assert not segment.exists()
+    finally:
+        if pid_alive(leftover.pid):
+            leftover.kill()
+        segment.unlink(missing_ok=True)
