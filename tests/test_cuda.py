@@ -67,6 +67,22 @@ def test_parameters_are_bit_identical_across_actor_and_executor_layouts_on_the_d
     assert len(digests) == 1
 
 
+@pytest.mark.parametrize("config", ["configs/pong_sync.toml", "configs/pong_hts.toml"])
+def test_a_run_stopped_at_a_checkpoint_resumes_exactly_on_the_device(tmp_path, config):
+    """Checkpoints of CUDA tensors load on the CPU and back onto the device; the resumed half goes on bit for bit
+    (the optimizer state and hts's pending trainee included)."""
+    horizon = "algo.lr_anneal_frames=10_000_000"  # the default job anneals over run.total_frames: fix it for both
+    whole = tmp_path / "whole"
+    fastrl.train(config, [*PONG, horizon, "run.total_frames=4096", "engine.executors=2", "engine.actors=1"],
+                 run_dir=whole)
+    half = tmp_path / "half"
+    fastrl.train(config, [*PONG, horizon, TWO_UPDATES, "engine.executors=1", "engine.actors=1"], run_dir=half)
+    assert load_checkpoint(half)["exact"]
+    summary = fastrl.train(resume=half, overrides=["run.total_frames=4096", "engine.executors=2"])
+    assert summary["frames"] == 4096
+    assert _digest(half) == _digest(whole)
+
+
 def test_every_storage_field_reaches_the_device_once_per_update(tmp_path, monkeypatch):
     counts = []
     real_of, real_upload = device_storage.Uploads.of, device_storage.Uploads.upload
