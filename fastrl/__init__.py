@@ -1,5 +1,6 @@
 """fastrl: a shared-memory, single-workstation, high-throughput deep-RL engine."""
 
+from fastrl.algos.registry import Algorithm, register_algorithm
 from fastrl.api import export_policy, load_policy, train
 from fastrl.config import Config, ConfigError, load_config
 from fastrl.errors import FastrlError
@@ -8,6 +9,7 @@ from fastrl.process.faults import RunFailed, RunInterrupted
 from fastrl.telemetry.plot import plot_runs
 
 __all__ = [
+    "Algorithm",
     "Config",
     "ConfigError",
     "FastrlError",
@@ -18,6 +20,7 @@ __all__ = [
     "load_config",
     "load_policy",
     "plot_runs",
+    "register_algorithm",
     "train",
 ]
 try:  # the version is pyproject.toml's, written once

@@ -63,8 +63,6 @@ class A2CSync(Gradient):
 
 
 class A2CDelayed(A2CSync):
-    lag = 1
-
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.behaviour = copy.deepcopy(self.model)  # holds θ_j while its gradient is taken
@@ -83,3 +81,10 @@ class A2CDelayed(A2CSync):
     def load(self, state: dict) -> None:
         grads = state.get("pending_grads")
         self.pending_grads = [g.to(self.device) for g in grads] if grads is not None else None
+
+
+def a2c_rule(*args, lag: int | None, **kwargs) -> A2CSync:
+    """A2C's rule for a mode of policy ``lag``: PAAC's (0) or HTS-RL's delayed gradient (1)."""
+    if lag not in (0, 1):
+        raise ValueError(f"a2c learns in a barrier mode (sync: lag 0, hts: lag 1), not with lag {lag!r}")
+    return (A2CDelayed if lag == 1 else A2CSync)(*args, lag=lag, **kwargs)

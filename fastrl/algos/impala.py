@@ -79,9 +79,7 @@ def _vtrace(
 
 
 class Impala(Gradient):
-    """One V-trace step per batch at the current θ; the async learner measures the lag."""
-
-    lag = None
+    """One V-trace step per batch at the current θ; the async learner measures the lag (``lag`` None)."""
 
     def _loss(self, net, storage):
         return impala_loss(net, storage, self.algo, self.device, self.distribution, self.entropy_coef)

@@ -116,11 +116,12 @@ def minibatch_indices(count: int, minibatches: int, rng: np.random.Generator) ->
 
 
 class PPO(UpdateRule):
-    def __init__(self, *args, lag: int, **kwargs) -> None:
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.lag = lag
+        if self.lag is None:
+            raise ValueError("ppo runs in a barrier mode (sync: lag 0, hts: lag 1), not with a measured lag")
         # hts: the trainee runs the epochs while ``model`` keeps the published θ
-        self.trainee = copy.deepcopy(self.model) if lag else self.model
+        self.trainee = copy.deepcopy(self.model) if self.lag else self.model
         self.pending = False  # the trainee holds epochs not yet handed over
         self.norm = 0.0  # gradient norm of the trainee's last step, counted when it is handed over
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -52,8 +53,6 @@ class Update:
 
 
 class UpdateRule:
-    lag: int | None = 0
-
     def __init__(
         self,
         model: torch.nn.Module,
@@ -63,8 +62,13 @@ class UpdateRule:
         seed: int,
         cohort: Solo | None = None,
         distribution: ActionDistribution | None = None,
+        lag: int | None = 0,
+        options: Any = None,
     ):
+        """``lag``: the policy lag of the mode's data (0: sync, 1: hts, None: async's, measured); ``options``: the
+        algorithm's own hyper-parameters (its registration's options dataclass, from ``[algo.options]``)."""
         self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
+        self.lag, self.options = lag, options
         self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
         self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)
         # the learner sets these by algo.entropy_schedule and algo.clip_schedule before each learn

@@ -65,9 +65,10 @@ class Stat(IntEnum):
     RADIUS = 22  # gala under torchrun: max over every rank's learners of ‖x_g − x̄‖ at the previous consensus round
     ENTROPY_COEF = 23  # the entropy bonus weight of the last update (algo.entropy_schedule)
     CLIP = 24  # ppo: the probability ratio's clip range of the last update (algo.clip_schedule)
+    EXTRA_0 = 25  # a plug-in algorithm's own metrics, in its registration's order (fastrl.algos.registry)
 
 
-STAT_COLUMNS = 25
+STAT_COLUMNS = 33  # EXTRA_0 and the 7 after it
 
 
 class Activity(IntEnum):

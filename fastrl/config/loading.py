@@ -147,6 +147,15 @@ def _build(cls: type, data: dict, prefix: str) -> Any:
     return cls(**kwargs)
 
 
+def build_section(cls: type, table: Any, prefix: str) -> Any:
+    """A dataclass of ``cls`` from a config table (keys, types and rules checked as every key of a config is):
+    what a plug-in's own section, such as an algorithm's ``[algo.options]``, is read with. ``prefix`` names the
+    table's keys in errors (``"algo.options."``)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{prefix.rstrip('.')}: expected a table, got {table!r}")
+    return _build(cls, table, prefix)
+
+
 def _coerce_auto(value: Any, tp: Any, meta: dict, key: str) -> Any:
     """``"auto"`` as it is (resolved when a run starts), else a value of the key's concrete type and rules."""
     if value == AUTO:

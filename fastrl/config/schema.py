@@ -8,8 +8,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastrl.algos import registry
 from fastrl.errors import ConfigError
-from fastrl.modes import ALGORITHMS, GALA_BASES, MODES, default_algorithm
+from fastrl.modes import GALA_BASES, MODES, default_algorithm
 
 AUTO = "auto"  # engine.executors / actors / inline_actors: chosen for the machine (process/auto_layout.py)
 
@@ -175,9 +176,13 @@ class AlgoConfig:
     name: str = _f(
         AUTO,
         "learning algorithm: 'a2c' (sync, hts, gala), 'ppo' (sync, hts), 'impala' (async: V-trace); "
-        "'none' collects without learning (benchmarks); 'auto': the mode's: ppo in sync and hts, impala in "
-        "async, a2c in gala",
-        choices=(AUTO, *ALGORITHMS),
+        "'none' collects without learning (benchmarks); 'package.module:NAME', an algorithm another package "
+        "registered (docs/extending.md); 'auto': the mode's: ppo in sync and hts, impala in async, a2c in gala",
+    )
+    options: dict = _f(
+        {},
+        "the algorithm's own hyper-parameters, as its registration names them (a plug-in's; the built-ins "
+        "take none): checked against them when the run starts",
     )
     lr: float = _f(5e-4, "learning rate (the start of algo.lr_schedule)", min_exclusive=0.0)
     optimizer: str = _f(
@@ -471,4 +476,5 @@ def resolve_derived_defaults(config: Config) -> None:
     if config.model.normalize_obs == AUTO:
         config.model.normalize_obs = builtin
     if config.algo.normalize_returns == AUTO:
-        config.algo.normalize_returns = builtin and config.algo.name == "ppo"
+        algorithm = registry.known(config.algo.name)  # a plug-in not imported yet: off unless asked for
+        config.algo.normalize_returns = builtin and algorithm is not None and algorithm.normalizes_returns

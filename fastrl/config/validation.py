@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from fastrl.algos import registry
 from fastrl.config.schema import AUTO, Config
 from fastrl.errors import ConfigError
 from fastrl.modes import algorithm_error
@@ -24,31 +25,7 @@ def validate(config: Config) -> None:
             f"engine.inline_actors = true runs one actor inside each executor: set engine.actors = engine.executors "
             f"(now {engine.actors} and {engine.executors})"
         )
-    name = config.algo.name
-    wrong_algorithm = algorithm_error(engine.mode, name)
-    if wrong_algorithm:
-        raise ConfigError(wrong_algorithm)
-    if config.algo.normalize_returns and name != "ppo":
-        raise ConfigError(f"algo.normalize_returns = true is implemented for algo.name = 'ppo', not {name!r}")
-    if config.algo.clip_schedule != "constant" and name != "ppo":
-        raise ConfigError(
-            f"algo.clip_schedule = {config.algo.clip_schedule!r} anneals PPO's clip range: algo.name is {name!r}, "
-            "which clips nothing; leave algo.clip_schedule = 'constant'"
-        )
-    if config.algo.normalize_rewards and name == "none":
-        raise ConfigError(
-            "algo.normalize_rewards = true needs a learning algorithm: algo.name = 'none' trains on no reward"
-        )
-    if config.algo.name == "ppo" and config.algo.minibatches > engine.envs * engine.rollout:
-        raise ConfigError(
-            f"algo.minibatches = {config.algo.minibatches} is more than the {engine.envs * engine.rollout} steps "
-            f"of a storage (engine.envs x engine.rollout)"
-        )
-    if config.algo.name == "ppo" and config.model.lstm and config.algo.minibatches > engine.envs:
-        raise ConfigError(
-            f"algo.minibatches = {config.algo.minibatches} is more than engine.envs = {engine.envs}: with model.lstm "
-            f"a minibatch is whole envs' rollouts (replayed from their first state), so at most one per env"
-        )
+    _validate_algorithm(config)
     if engine.mode == "gala":
         _validate_gala(config)
     elif engine.learners != 1:
@@ -63,6 +40,40 @@ LAUNCH_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")  # what torch
 def launch_size(environ: Mapping[str, str] = os.environ) -> int:
     """The ranks torchrun started (1 without it): a run's input like its config (``fastrl.ranks.launch``)."""
     return int(environ.get("WORLD_SIZE", 1)) if all(key in environ for key in LAUNCH_KEYS) else 1
+
+
+def _validate_algorithm(config: Config) -> None:
+    """``algo.name`` against the mode and the settings that need an algorithm to take them, and the algorithm's own
+    checks and options; a plug-in's once its module is imported (``load_algorithm``, when a run starts)."""
+    name = config.algo.name
+    wrong = algorithm_error(config.engine.mode, name)
+    if wrong:
+        raise ConfigError(wrong)
+    algorithm = registry.known(name)
+    if algorithm is None:  # a plug-in not imported yet
+        return
+    if config.algo.normalize_returns and not algorithm.normalizes_returns:
+        takers = [a.name for a in registry.registered() if a.normalizes_returns]
+        raise ConfigError(
+            f"algo.normalize_returns = true is implemented for algo.name = {_either(takers)}, not {name!r}"
+        )
+    if config.algo.clip_schedule != "constant" and not algorithm.clips_ratio:
+        raise ConfigError(
+            f"algo.clip_schedule = {config.algo.clip_schedule!r} anneals PPO's clip range: algo.name is {name!r}, "
+            "which clips nothing; leave algo.clip_schedule = 'constant'"
+        )
+    if config.algo.normalize_rewards and not algorithm.learns:
+        raise ConfigError(
+            f"algo.normalize_rewards = true needs a learning algorithm: algo.name = {name!r} trains on no reward"
+        )
+    problem = algorithm.check(config) if algorithm.check is not None else None
+    if problem:
+        raise ConfigError(problem)
+    registry.options_of(algorithm, config.algo.options)
+
+
+def _either(names) -> str:
+    return " or ".join(repr(n) for n in names)
 
 
 def _validate_gala(config: Config) -> None:

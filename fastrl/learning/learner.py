@@ -33,6 +33,7 @@ import torch
 
 from fastrl.algos import make_rule
 from fastrl.algos.optimizers import make_optimizer
+from fastrl.algos.registry import load_algorithm, metric_keys
 from fastrl.algos.update_rule import Update
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Done, Flag, Stat
@@ -109,19 +110,20 @@ class Learner:
         self.cohort = join_cohort(spec, self.device)  # the other ranks' learners (torchrun), or Solo
         self.rewards = reward_scaler(self.algo, len(self.owned), self.cohort)  # algo.normalize_rewards, or None
         self.rule = make_rule(
-            self.algo.name,
+            self.algo,
             self.mode.policy_lag,
             self.model,
             self.algo,
             self.device,
-            lambda *args: self.step(*args),  # the checked step, made once the optimizer exists
+            self._step,  # the checked step, made once the optimizer exists
             config.run.seed,
             self.cohort,
             distribution=distribution_for(spec.env_info.action),
         )
+        self.metric_columns = metric_keys(load_algorithm(self.algo.name))  # its own metrics' stats columns
         self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
         checks = config.reliability.finite_checks
-        self.step = CheckedStep(
+        self.step: CheckedStep = CheckedStep(
             self.optimizer,
             self.algo.max_grad_norm,
             self.stats,
@@ -243,10 +245,22 @@ class Learner:
         self._schedule_loss_weights()
         with self.step.update(self.rule.trained, rollout):  # checked as it goes, or at its end (on a GPU)
             losses = self.rule.learn(self.uploads.of(storage), rollout)
-        for column, value in losses.items():
-            self.stats[column] = value
+        for key, value in losses.items():
+            self.stats[self._column(key)] = value
         if self.rewards is not None:
             self.rewards.commit()
+
+    def _column(self, key: Stat | str) -> int:
+        """The stats column of a loss term (a ``Stat``) or of a metric the algorithm registered (its name)."""
+        if isinstance(key, Stat):
+            return key
+        try:
+            return self.metric_columns[key]
+        except KeyError:
+            raise RuntimeError(
+                f"algorithm {self.algo.name!r}'s rule reported the metric {key!r}, which its registration does not "
+                f"name (metrics = {tuple(self.metric_columns)})"
+            ) from None
 
     def advance(self) -> None:
         """θ moves on by the rule's pending update, or stays (nothing pending); the version counts up."""
@@ -316,6 +330,9 @@ class Learner:
         """The update about to be counted learns from data ``lag`` versions older than θ."""
         if self.mode.policy_lag is not None and lag != self.mode.policy_lag:
             raise AssertionError(f"{self.mode.name} mode must learn with policy lag {self.mode.policy_lag}, got {lag}")
+
+    def _step(self, *args) -> float | torch.Tensor:
+        return self.step(*args)
 
     def _reduce_gradients(self, grads: list[torch.Tensor]) -> None:
         """Before each optimizer step: gala's allreduce mixing, and every rank's mean gradient (torchrun)."""

@@ -10,21 +10,20 @@ All modes use the same trajectory slots. A barrier mode (sync, hts) gives every 
 ``storages`` slots; rollout j of env e goes to slot ``(j % storages) * envs + e``, so a storage
 (all envs' slots of one rollout) is contiguous and the learner reads it as a view.
 
-This module is the one place that lists the modes and the algorithms each learns with: the
-config's choices and checks, ``build_learner`` and ``make_rule`` read them from here.
+This module is the one place that lists the modes; which algorithms each learns with follows from the
+policy lags of its data and each algorithm's registration (``fastrl.algos.registry``).
 """
 
 from __future__ import annotations
 
+from fastrl.algos import registry
 from fastrl.modes import asynchronous, gala, hts, sync
 from fastrl.modes.base import BarrierSteps, Mode, ModeSpec, Schedule
 
 MODES: dict[str, Mode] = {mode.name: mode for mode in (sync.MODE, hts.MODE, asynchronous.MODE, gala.MODE)}
-ALGORITHMS = ("a2c", "ppo", "impala", "none")  # algo.name's choices, in the order the docs give them
 GALA_BASES = tuple(gala.BASES)
 
 __all__ = [
-    "ALGORITHMS",
     "GALA_BASES",
     "MODES",
     "BarrierSteps",
@@ -32,6 +31,7 @@ __all__ = [
     "ModeSpec",
     "Schedule",
     "algorithm_error",
+    "algorithms_of",
     "default_algorithm",
     "get_mode",
     "mode_of",
@@ -50,20 +50,40 @@ def mode_of(config) -> ModeSpec:
     return get_mode(config.engine.mode).spec_of(config)
 
 
+def takes(mode: Mode, algorithm: registry.Algorithm) -> bool:
+    """Whether ``mode`` learns with ``algorithm``: it learns at one of the mode's policy lags (gala's agents: one
+    registered as a GALA agent's rule); collecting without learning goes anywhere."""
+    if not algorithm.learns:
+        return True
+    if mode.gossip and not algorithm.gala:
+        return False
+    return any(lag in algorithm.lags for lag in mode.lags)
+
+
+def algorithms_of(mode: str) -> tuple[str, ...]:
+    """The registered algorithms ``mode`` learns with, in registration order ("none" included)."""
+    this = get_mode(mode)
+    return tuple(a.name for a in registry.registered() if takes(this, a))
+
+
 def default_algorithm(mode: str) -> str:
-    """What ``algo.name = "auto"`` learns with in ``mode``: PPO where the mode takes it (sync, hts), else the
-    mode's own learning algorithm (async: IMPALA, gala: A2C)."""
-    algorithms = get_mode(mode).algorithms
-    return "ppo" if "ppo" in algorithms else next(a for a in algorithms if a != "none")
+    """What ``algo.name = "auto"`` learns with in ``mode``: the first of ``registry.DEFAULT_PREFERENCE`` the mode
+    takes (sync, hts: PPO; async: IMPALA; gala: A2C)."""
+    algorithms = algorithms_of(mode)
+    return next(a for a in registry.DEFAULT_PREFERENCE if a in algorithms)
 
 
 def algorithm_error(mode: str, algorithm: str) -> str | None:
-    """Why ``engine.mode = mode`` cannot learn with ``algo.name = algorithm``; None when it can."""
+    """Why ``engine.mode = mode`` cannot learn with ``algo.name = algorithm``; None when it can, or when the
+    algorithm is a plug-in not imported yet (checked when the run starts)."""
+    found = registry.known(algorithm)
+    if found is None:
+        return None if registry.is_plugin(algorithm) else f"algo.name = {algorithm!r}: {registry.allowed_names()}"
     this = get_mode(mode)
-    if algorithm in this.algorithms:
+    if takes(this, found):
         return None
-    learning = _either(a for a in this.algorithms if a != "none")
-    homes = [m.name for m in MODES.values() if algorithm in m.algorithms]
+    learning = _either(a for a in algorithms_of(mode) if registry.known(a).learns)  # type: ignore[union-attr]
+    homes = [m.name for m in MODES.values() if takes(m, found)]
     if len(homes) == 1:  # an algorithm of one mode only (impala, async): name that mode
         return f"algo.name = {algorithm!r} needs engine.mode = {homes[0]!r} (got {mode!r}); use {learning}"
     return f"engine.mode = {mode!r} learns with algo.name = {learning} ({this.because}), not {algorithm!r}"

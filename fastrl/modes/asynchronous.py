@@ -24,4 +24,4 @@ from __future__ import annotations
 from fastrl.modes.base import Mode, ModeSpec
 
 SPEC = ModeSpec("async", storages=0, policy_lag=None, lockstep=False, queued=True)
-MODE = Mode("async", ("impala", "none"), "V-trace corrects its lag", lambda config: SPEC)
+MODE = Mode("async", (None,), "V-trace corrects its lag", lambda config: SPEC)

@@ -98,6 +98,7 @@ class Mode:
     """One value of ``engine.mode``."""
 
     name: str
-    algorithms: tuple[str, ...]  # the algo.name values it learns with ('none': collect only)
+    lags: tuple[int | None, ...]  # the policy lags of its data: an algorithm learns here if it learns at one
     because: str  # why those, for the message that refuses another
     spec_of: Callable[[Any], ModeSpec]  # config -> the run's ModeSpec (gala composes it with its base)
+    gossip: bool = False  # gala: its learners are GALA agents, learning with an algorithm registered as one

@@ -45,4 +45,4 @@ def compose(base: str) -> ModeSpec:
     return replace(spec, name=f"gala ({base})")
 
 
-MODE = Mode("gala", ("a2c", "none"), "GALA-A2C", lambda config: compose(config.gala.base))
+MODE = Mode("gala", (0, 1), "GALA-A2C", lambda config: compose(config.gala.base), gossip=True)

@@ -40,4 +40,4 @@ class RunAhead(Schedule):
 
 
 SPEC = ModeSpec("hts", storages=2, policy_lag=1, lockstep=False, run_ahead=True, schedule=RunAhead())
-MODE = Mode("hts", ("a2c", "ppo", "none"), "lag 1: the delayed gradient, or PPO's clipped ratio", lambda config: SPEC)
+MODE = Mode("hts", (1,), "lag 1: the delayed gradient, or PPO's clipped ratio", lambda config: SPEC)

@@ -88,13 +88,17 @@ def plan_run(config: Config) -> RunPlan:
     """
     import torch
 
+    from fastrl.algos.registry import load_algorithm
     from fastrl.buffers.params import count_parameters
+    from fastrl.config import validate
     from fastrl.devices import resolve_devices
     from fastrl.models.compiling import resolve_compile
     from fastrl.models.policy import build_policy
     from fastrl.process.auto_layout import resolve_layout
 
     config = resolve_devices(config)  # "auto" devices placed, a GPU asked for where there is none refused
+    load_algorithm(config.algo.name)  # a plug-in's module imported and its registration checked ...
+    validate(config)  # ... and the config checked against it, as a built-in's is when the config is read
     try:
         info = probe_env(config.env)
         policy = build_policy(info, config)

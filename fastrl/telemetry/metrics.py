@@ -21,6 +21,7 @@ from collections import deque
 
 import numpy as np
 
+from fastrl.algos.registry import load_algorithm, metric_keys
 from fastrl.buffers.control import Clock, Control, Stat
 from fastrl.config import Config
 from fastrl.partition import owner_of
@@ -51,6 +52,7 @@ class Telemetry:
         self.returns: deque[float] = deque(maxlen=config.run.return_window)
         self.learners = config.engine.learners
         self.gala = config.engine.mode == "gala"  # per-learner lines and the consensus (one learner per rank too)
+        self.algorithm_metrics = metric_keys(load_algorithm(config.algo.name))  # e.g. PPO's clip fraction, KL
         self.learner_of = owner_of(config.engine.envs, self.learners)
         self.learner_returns: list[deque[float]] = [
             deque(maxlen=config.run.return_window) for _ in range(self.learners)
@@ -70,7 +72,7 @@ class Telemetry:
         self.status: str | None = None
         self.memory = ProcessMemory({"main": os.getpid()})
         self.interval_returns: list[float] = []  # episodes since the last line: the sinks' histogram
-        self.metrics_file = open(run_dir.metrics, "a", buffering=1)
+        self.metrics_file = run_dir.open_metrics()
         self.sinks = open_sinks(config, run_dir.path)
 
     # ------------------------------------------------------------------ inputs
@@ -163,10 +165,8 @@ class Telemetry:
         }
         if stats[Stat.RANKS_S] > 0:
             line["ranks_s"] = round(float(stats[Stat.RANKS_S]), 3)  # torchrun: in collectives with the other ranks
-        if self.config.algo.name == "ppo":
-            line["clip"] = float(stats[Stat.CLIP])
-            line["clip_fraction"] = float(stats[Stat.CLIP_FRACTION])
-            line["approx_kl"] = float(stats[Stat.APPROX_KL])
+        for name, column in self.algorithm_metrics.items():  # what the algorithm's registration names
+            line[name] = float(stats[column])
         if self.gala:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
             line.update(self._learner_lines(now - self.last_log))
@@ -258,6 +258,11 @@ class Telemetry:
         if self.progress:
             train_s = (self.finished_at or time.monotonic()) - self.started
             self.progress.finish(self._progress_state(train_s), self.status or "stopped")
-        self.metrics_file.close()
-        for sink in self.sinks:
-            sink.close()
+        failed: OSError | None = None
+        for close in (self.metrics_file.close, *(sink.close for sink in self.sinks)):
+            try:  # each file gets closed even when another cannot be written (a full disk)
+                close()
+            except OSError as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed

@@ -1,0 +1,224 @@
+"""The learning algorithms the engine knows, one registration each: what the config's choices and checks, the
+modes, the learner and the metrics read, so that an algorithm is its module plus this one entry.
+
+An ``Algorithm`` says what the engine needs to know of a learning algorithm without importing it (the config
+layer imports no torch): its update rule by path (``"package.module:Class"``, a ``fastrl.algos.update_rule``
+``UpdateRule``), the policy lags it learns at (0: lockstep, ``sync``; 1: one storage behind, ``hts``; None:
+measured, ``async``), which shared settings it takes, the metrics it reports, its own hyper-parameters (a
+dataclass the config's ``[algo.options]`` table fills, checked like every key) and its cross-key checks.
+
+Built-in: A2C, PPO, IMPALA and "none" (collect only), registered below. Another algorithm registers from its
+own module with ``register_algorithm`` (``fastrl.register_algorithm``) and is named in a config as
+``algo.name = "package.module:NAME"`` (the module-level ``Algorithm`` it registered), imported when a run
+starts, as env and model factories are, never when a config is merely read (``fastrl eval`` of someone else's
+run). docs/extending.md has a complete example.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fastrl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fastrl.config import Config
+
+LAGS = {0: "sync", 1: "hts", None: "async"}  # the policy lag of each mode's data
+DEFAULT_PREFERENCE = ("ppo", "impala", "a2c")  # what algo.name = "auto" takes, the first the mode learns with
+EXTRA_METRICS = 8  # stats columns a plug-in's metrics may use (fastrl.buffers.control.Stat.EXTRA_0..)
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One learning algorithm, as the engine knows it."""
+
+    name: str
+    rule: str | Callable[..., Any]  # its UpdateRule class, or "package.module:Class" (imported when a run starts)
+    lags: tuple[int | None, ...]  # the policy lags it learns at: 0 (sync), 1 (hts), None (async: measured)
+    summary: str = ""  # one line: what it is (the config reference and the errors quote it)
+    learns: bool = True  # False: collects only ("none"): reward normalisation has nothing to train
+    normalizes_returns: bool = False  # takes algo.normalize_returns (its value loss reads the returns' scale)
+    clips_ratio: bool = False  # takes algo.clip_schedule (it clips a probability ratio at algo.clip)
+    metrics: tuple[str, ...] = ()  # metrics.jsonl keys its rule reports beside the losses (at most EXTRA_METRICS)
+    options: type | None = None  # a dataclass of its own hyper-parameters: the config's [algo.options] table
+    check: Callable[[Config], str | None] | None = None  # its cross-key checks: the error, or None
+    gala: bool = False  # a GALA agent's rule (each gala learner learns with it)
+
+    def rule_class(self) -> Callable[..., Any]:
+        """Its UpdateRule class or factory (imported on first use)."""
+        return _imported(self.rule, f"algorithm {self.name!r}'s rule") if isinstance(self.rule, str) else self.rule
+
+
+_REGISTRY: dict[str, Algorithm] = {}
+
+
+def register_algorithm(algorithm: Algorithm) -> Algorithm:
+    """Make ``algorithm`` known under its name (a plug-in's module calls this at import); returns it."""
+    problem = _contract(algorithm)
+    if problem:
+        raise ConfigError(f"algorithm {algorithm.name!r} cannot be registered: {problem}")
+    known = _REGISTRY.get(algorithm.name)
+    if known is not None and known != algorithm:
+        raise ConfigError(f"an algorithm named {algorithm.name!r} is registered already ({known.summary})")
+    _REGISTRY[algorithm.name] = algorithm
+    return algorithm
+
+
+def _contract(algorithm: Algorithm) -> str | None:
+    """What a registration lacks, or None."""
+    if not algorithm.name or ":" in algorithm.name or algorithm.name == "auto":
+        return "its name must be a plain word (not 'auto', no ':')"
+    if not algorithm.lags or any(lag not in LAGS for lag in algorithm.lags):
+        return f"lags must name the policy lags it learns at, from {sorted(LAGS, key=str)} (got {algorithm.lags!r})"
+    if algorithm.options is not None and not dataclasses.is_dataclass(algorithm.options):
+        return f"options must be a dataclass of its hyper-parameters (got {algorithm.options!r})"
+    if len(algorithm.metrics) > EXTRA_METRICS or len(set(algorithm.metrics)) != len(algorithm.metrics):
+        return f"metrics must be at most {EXTRA_METRICS} distinct names (got {algorithm.metrics!r})"
+    if not (isinstance(algorithm.rule, str) or callable(algorithm.rule)):
+        return f"rule must be its UpdateRule class or 'package.module:Class' (got {algorithm.rule!r})"
+    return None
+
+
+def is_plugin(name: str) -> bool:
+    """``name`` is ``"package.module:NAME"``: an algorithm of another package."""
+    return ":" in name
+
+
+def known(name: str) -> Algorithm | None:
+    """The algorithm of ``algo.name`` if registered, or its plug-in already imported; None for a plug-in not yet
+    imported (its checks wait for the run to start) and for unknown names."""
+    return _PLUGINS.get(name) if is_plugin(name) else _REGISTRY.get(name)
+
+
+_PLUGINS: dict[str, Algorithm] = {}  # "package.module:NAME" -> the Algorithm found there
+
+
+def load_algorithm(name: str) -> Algorithm:
+    """The algorithm of ``algo.name``: a registered one, or a plug-in's ``"package.module:NAME"``, imported here
+    (when a run starts) and checked against the contract. Bad names and broken plug-ins: ``ConfigError``."""
+    if not is_plugin(name):
+        found = _REGISTRY.get(name)
+        if found is None:
+            raise ConfigError(f"algo.name = {name!r}: {allowed_names()}")
+        return found
+    found = _PLUGINS.get(name)
+    if found is None:
+        thing = _imported(name, f"algo.name = {name!r}")
+        if not isinstance(thing, Algorithm):
+            raise ConfigError(
+                f"algo.name = {name!r} names {type(thing).__name__} {thing!r}, not a fastrl Algorithm: a plug-in "
+                "module defines NAME = fastrl.register_algorithm(fastrl.Algorithm(...)) (docs/extending.md)"
+            )
+        if _REGISTRY.get(thing.name) is not thing:
+            register_algorithm(thing)  # an Algorithm built but never registered: its contract is checked here
+        found = _PLUGINS[name] = thing
+    return found
+
+
+def _imported(path: str, what: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{what}: expected 'package.module:Name', got {path!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module failed to import: bad input, named
+        raise ConfigError(f"{what}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"{what}: module {module_name!r} has no {attr!r}") from None
+
+
+def allowed_names() -> str:
+    names = ", ".join(repr(n) for n in ("auto", *_REGISTRY))
+    return f"allowed values are {names}, or 'package.module:NAME' (an algorithm registered with register_algorithm)"
+
+
+def names() -> tuple[str, ...]:
+    """The registered algorithms' names, in registration order (the built-ins first)."""
+    return tuple(_REGISTRY)
+
+
+def registered() -> tuple[Algorithm, ...]:
+    return tuple(_REGISTRY.values())
+
+
+def options_of(algorithm: Algorithm, table: dict) -> Any:
+    """``[algo.options]`` as the algorithm's options dataclass (its defaults where the table is silent); keys,
+    types and rules checked as every config key is. None for an algorithm without options (the table must then
+    be empty)."""
+    if algorithm.options is None:
+        if table:
+            raise ConfigError(f"algo.options = {table!r}: algo.name = {algorithm.name!r} takes no options of its own")
+        return None
+    from fastrl.config.loading import build_section
+
+    return build_section(algorithm.options, table, "algo.options.")
+
+
+def metric_keys(algorithm: Algorithm) -> dict[str, int]:
+    """The stats column of each metric the algorithm reports: PPO's have their own, a plug-in's the extra ones."""
+    from fastrl.buffers.control import Stat
+
+    own = {"clip_fraction": Stat.CLIP_FRACTION, "approx_kl": Stat.APPROX_KL, "clip": Stat.CLIP}
+    columns: dict[str, int] = {}
+    extra = iter(range(Stat.EXTRA_0, Stat.EXTRA_0 + EXTRA_METRICS))
+    for metric in algorithm.metrics:
+        columns[metric] = own[metric] if metric in own else next(extra)
+    return columns
+
+
+def _ppo_check(config: Config) -> str | None:
+    engine, algo = config.engine, config.algo
+    if algo.minibatches > engine.envs * engine.rollout:
+        return (
+            f"algo.minibatches = {algo.minibatches} is more than the {engine.envs * engine.rollout} steps "
+            f"of a storage (engine.envs x engine.rollout)"
+        )
+    if config.model.lstm and algo.minibatches > engine.envs:
+        return (
+            f"algo.minibatches = {algo.minibatches} is more than engine.envs = {engine.envs}: with model.lstm "
+            f"a minibatch is whole envs' rollouts (replayed from their first state), so at most one per env"
+        )
+    return None
+
+
+# the built-ins, in the order the docs give them
+register_algorithm(
+    Algorithm(
+        "a2c",
+        "fastrl.algos.a2c:a2c_rule",
+        lags=(0, 1),
+        summary="A2C: n-step returns, one gradient per rollout (PAAC in sync, HTS-RL's delayed gradient in hts)",
+        gala=True,
+    )
+)
+register_algorithm(
+    Algorithm(
+        "ppo",
+        "fastrl.algos.ppo:PPO",
+        lags=(0, 1),
+        summary="PPO: GAE, clipped-ratio epochs over minibatches",
+        normalizes_returns=True,
+        clips_ratio=True,
+        metrics=("clip", "clip_fraction", "approx_kl"),
+        check=_ppo_check,
+    )
+)
+register_algorithm(
+    Algorithm("impala", "fastrl.algos.impala:Impala", lags=(None,), summary="IMPALA: V-trace on gathered batches")
+)
+register_algorithm(
+    Algorithm(
+        "none",
+        "fastrl.algos.update_rule:Collect",
+        lags=(0, 1, None),
+        summary="collects without learning (benchmarks)",
+        learns=False,
+        gala=True,
+    )
+)
