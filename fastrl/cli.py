@@ -18,7 +18,7 @@ EXIT_BAD_INPUT = 2
 
 def _train(args: argparse.Namespace) -> int:
     from fastrl.api import train
-    from fastrl.process.faults import RunFailed, RunInterrupted
+    from fastrl.process.faults import RunFailed, RunInterrupted, describe_exception
 
     try:
         if args.resume and args.config:
@@ -39,6 +39,9 @@ def _train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # before the run started: nothing to clean
         print("\nfastrl: interrupted before the run started.", file=sys.stderr)
         return 130
+    except OSError as exc:  # before the run started: its directory could not be written (a full disk)
+        _say(f"fastrl: the run could not start: {describe_exception(exc, 0)}")
+        return 1
     print(json.dumps(summary))
     return 0
 
@@ -93,6 +96,9 @@ def _export(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"fastrl export: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as exc:  # a full disk: the file that was at --out is as it was
+        print(f"fastrl export: could not write the policy ({exc}); nothing was replaced", file=sys.stderr)
+        return 1
     print(json.dumps(dataclasses.asdict(exported), default=str))
     return 0
 

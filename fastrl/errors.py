@@ -6,6 +6,8 @@ worker's error into the run's one clear message, ``fastrl.process.faults``)."""
 
 from __future__ import annotations
 
+import errno
+
 
 class FastrlError(Exception):
     """The base of every error fastrl reports: its message says what went wrong and where."""
@@ -28,6 +30,28 @@ class EnvError(FastrlError, RuntimeError):
 
 class NonFiniteError(FastrlError, FloatingPointError):
     """NaN or inf in the loss, the gradients or the parameters; the bad update was not published."""
+
+
+class DiskFullError(FastrlError, OSError):
+    """The disk a run writes to is full (errno ENOSPC); the message says what was saved and how to go on."""
+
+    def __init__(self, message: str):
+        super().__init__(errno.ENOSPC, message)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # no room to write: the disk, a quota, a file-size limit
+
+
+def no_room(code: int | None) -> str:
+    """What a ``DISK_FULL`` errno says about the disk, for a message."""
+    if code == errno.EDQUOT:
+        return "is over this user's quota"
+    if code == errno.EFBIG:
+        return "takes no more from this process (a file-size limit: ulimit -f)"
+    return "is full"
 
 
 class StopRequested(Exception):

@@ -23,7 +23,9 @@ kept); ``torchscript`` needs only torch (``torch.jit.load`` in Python, ``torch::
 
 from __future__ import annotations
 
+import io
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,13 +129,18 @@ def export_policy(
     names = ["obs", "hidden"][: len(example)]
     with torch.no_grad():
         expected = policy(*example)
-    if format == "torchscript":
-        _write_torchscript(policy, example, path)
-        got = _run_torchscript(path, example)
-    else:
-        _write_onnx(policy, example, names, path)
-        got = _run_onnx(path, dict(zip(names, (x.numpy() for x in example))))
-    _check_outputs(policy.output_names(), expected, got, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # written and checked here, then renamed over path:
+    try:  # a failed export (a full disk, a wrong output) leaves the file that was there as it was
+        if format == "torchscript":
+            _write_torchscript(policy, example, tmp)
+            got = _run_torchscript(tmp, example)
+        else:
+            _write_onnx(policy, example, names, tmp)
+            got = _run_onnx(tmp, dict(zip(names, (x.numpy() for x in example))))
+        _check_outputs(policy.output_names(), expected, got, path)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     log.info("exported %s (%s) to %s", trained.path, trained.params, path)
     return ExportedPolicy(
         path,
@@ -194,7 +201,10 @@ def _write_torchscript(policy: PortablePolicy, example: tuple[Tensor, ...], path
     with torch.no_grad():
         traced = torch.jit.trace(policy, example, check_trace=False)
     traced = torch.jit.freeze(traced.eval())
-    traced.save(str(path))
+    buffer = io.BytesIO()  # torch's own file writer aborts the process on a full disk; Python's raises OSError
+    torch.jit.save(traced, buffer)
+    with open(path, "wb") as f:
+        f.write(buffer.getbuffer())
 
 
 def _run_torchscript(path: Path, example: tuple[Tensor, ...]) -> list[np.ndarray]:
@@ -231,7 +241,6 @@ def _check_outputs(names: list[str], expected: tuple[Tensor, ...], got: list[np.
     for name, want, have in zip(names, expected, got, strict=True):
         want = want.numpy()
         if want.shape != have.shape or not np.allclose(want, have, rtol=CHECK_TOLERANCE, atol=CHECK_TOLERANCE):
-            path.unlink(missing_ok=True)
             raise RuntimeError(
                 f"the exported {path.name}'s {name!r} differs from the eager policy's "
                 f"(shape {have.shape} vs {want.shape}); nothing was written"

@@ -40,7 +40,7 @@ from fastrl.buffers.control import Clock, Done, Flag, Stat
 from fastrl.buffers.device_storage import Uploads
 from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
-from fastrl.errors import NonFiniteError
+from fastrl.errors import DiskFullError, NonFiniteError
 from fastrl.learning import agent_steps_per_update, frames_per_update, schedules
 from fastrl.learning.checked_step import CheckedStep
 from fastrl.learning.gossip import Gossip, PeerFinished
@@ -188,6 +188,7 @@ class Learner:
             )
             learners = [ids.learner(i) for i in range(self.spec.learners)]
             self.gossip.wait_for_peers(lambda: bool(self.control.ready[learners].all()))
+        self.store.reserve_for(self._checkpoint("stop"))  # room for the state a full disk would leave unsaved
         self.publish()
         self.released = self.rollout - 1  # a resumed run's envs begin at its rollout
         self.release(self.rollout)
@@ -436,6 +437,11 @@ class Learner:
         if checkpoint["kind"] == "final":
             self._finish()
             self.control.mark_learner(self.index, Done.COMPLETE)
+        elif self.store.used_reserve:  # the disk is full: the run stops here, this state saved
+            raise DiskFullError(
+                f"the disk holding {self.store.directory} is full: checkpoint {self.store.path(rollout).name} went "
+                "into the space fastrl reserved for it, and the run stopped there; free space, then resume"
+            )
         else:
             self.release(self.barrier_schedule.release_target(self, rollout - 1))
         return True

@@ -14,7 +14,7 @@ import signal
 import traceback
 from dataclasses import dataclass
 
-from fastrl.errors import EnvError, FastrlError, NonFiniteError
+from fastrl.errors import DISK_FULL, DiskFullError, EnvError, FastrlError, NonFiniteError, no_room
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Outcome:
     checkpoint_note: str  # "update 12, 480 frames" or why there is none
     exact: bool = False  # the checkpoint was taken at a barrier with the env states: resuming is exact
     resume_command: str = "fastrl train --resume {run_dir}"  # under torchrun: every rank resumes the run
+    unwritten: str = ""  # what the teardown could not write (a full disk), and why
 
 
 class RunFailed(FastrlError, RuntimeError):
@@ -73,8 +74,11 @@ def describe_exception(exc: BaseException, queue_timeout_s: float) -> str:
         )
     if isinstance(exc, queue.Empty):
         return f"a queue stayed empty for reliability.queue_timeout_s = {queue_timeout_s:g} s"
-    if isinstance(exc, (EnvError, NonFiniteError)):
+    if isinstance(exc, (EnvError, NonFiniteError, DiskFullError)):
         return str(exc)  # already a full sentence naming what and where
+    if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+        where = exc.filename or "the run directory"
+        return f"the disk holding {where} {no_room(exc.errno)} ({exc.strerror}); free space, then resume"
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -82,19 +86,23 @@ def exception_details(exc: BaseException) -> str:
     """The traceback to show: an env's own when it is an EnvError, else the worker's."""
     if isinstance(exc, EnvError) and exc.details:
         return exc.details
+    if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+        return ""  # not a bug: the message says all there is
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def closing_sentence(outcome: Outcome) -> str:
+    unwritten = f" Not written: {outcome.unwritten}." if outcome.unwritten else ""
     if outcome.checkpoint is None:
         return (
             f"Every worker was stopped and the shared memory freed; no checkpoint could be written "
-            f"({outcome.checkpoint_note})."
+            f"({outcome.checkpoint_note}).{unwritten}"
         )
     return (
         f"Every worker was stopped and the shared memory freed; the last good parameters "
         f"({outcome.checkpoint_note}) are in {outcome.checkpoint}; go on with: "
         + outcome.resume_command.format(run_dir=outcome.run_dir)
+        + unwritten
     )
 
 

@@ -26,21 +26,25 @@ log = logging.getLogger(__name__)
 
 
 def ensure_checkpoint(spec: RunSpec, buffers: RunBuffers, run_dir: RunDir, allowed: bool) -> Outcome:
-    """``allowed`` False (a forced stop): write nothing, report what is there."""
+    """``allowed`` False (a forced stop): write nothing, report what is there. A write that fails (a full
+    disk) is reported in the outcome, beside the newest checkpoint there is."""
     store = CheckpointStore(spec.checkpoint_dir, spec.config.run.keep_checkpoints)
-    reason = "the run was forced to stop before one was written"
-    if spec.gala:
-        if allowed:
-            reason = _save_gala(spec, buffers, store) or reason
-    elif allowed and not buffers.control.saved:
-        reason = _save_from_shared_params(spec, buffers, store) or reason
+    reason, unwritten = "the run was forced to stop before one was written", ""
+    try:
+        if spec.gala:
+            if allowed:
+                reason = _save_gala(spec, buffers, store) or reason
+        elif allowed and not buffers.control.saved:
+            reason = _save_from_shared_params(spec, buffers, store) or reason
+    except OSError as exc:
+        reason = unwritten = f"the last checkpoint: {exc}"
     if not store.latest.exists():
-        return Outcome(str(run_dir.path), None, reason)
+        return Outcome(str(run_dir.path), None, reason, unwritten=unwritten)
     if not allowed:
         return Outcome(str(run_dir.path), str(store.latest), "an earlier checkpoint")
     checkpoint = load_checkpoint(store.latest)
     note = f"version {checkpoint['version']}, {checkpoint['updates']} updates, {checkpoint['frames']} frames"
-    return Outcome(str(run_dir.path), str(store.latest), note, bool(checkpoint.get("exact")))
+    return Outcome(str(run_dir.path), str(store.latest), note, bool(checkpoint.get("exact")), unwritten=unwritten)
 
 
 def _save_gala(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore) -> str | None:

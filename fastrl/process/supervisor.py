@@ -230,6 +230,8 @@ class Supervisor:
         interrupted = interrupt_message(self.signals.received, outcome.exact, outcome) if self.signals.received else ""
         if interrupted and self.link is not None:  # torchrun stops every rank when one ends: which one?
             interrupted += " " + (self.link.explain() or TORCHRUN_STOP)
+        if fault is None and not interrupted and outcome.unwritten:  # trained to the end, but not all of it kept
+            fault = Fault("the run completed, but its last files could not all be written")
         if fault is not None:
             message = failure_message(fault, outcome)
             log.info("the run failed: %s", message)  # for a rank's log file (the command prints it too)
@@ -276,9 +278,9 @@ class Supervisor:
             self._raise_reported_error()
             dead = wait(list(sentinels), timeout=WATCH_INTERVAL_S)
             if dead:
-                if self.signals.received:  # the stop signal reached the workers too (a process group's, torchrun's)
+                self._raise_reported_error(wait_s=LAST_REPORT_WAIT_S)  # it failed (a full disk, say): a fault
+                if self.signals.received:  # the stop signal reached the workers too (sent to one, torchrun's)
                     return
-                self._raise_reported_error(wait_s=LAST_REPORT_WAIT_S)
                 sentinel = dead[0]
                 assert isinstance(sentinel, int)  # wait() returns some of the objects it was given: sentinels
                 raise _Faulted(_death(sentinels[sentinel]))
@@ -368,12 +370,14 @@ class Supervisor:
                     resume_command="torchrun <the same options> -m fastrl train --resume {run_dir}",
                 )
             status = "failed" if fault else "interrupted" if self.signals.received else "complete"
-            telemetry.tick(force=True)
+            unwritten = [outcome.unwritten] if outcome.unwritten else []
+            _written(lambda: telemetry.tick(force=True), "the last metrics line", unwritten)
             summary = telemetry.summary(status)
             if self.link is not None:
                 summary["ranks"] = self.link.ranks.ranks
-            telemetry.close()
-            self.run_dir.write_summary(summary)
+            _written(telemetry.close, "metrics.jsonl and the sinks", unwritten)
+            _written(lambda: self.run_dir.write_summary(summary), "summary.json", unwritten)
+            outcome = dataclasses.replace(outcome, unwritten="; ".join(unwritten))
         finally:
             self.errors.stop()
             self.episodes.stop()
@@ -397,6 +401,16 @@ class Supervisor:
         while any(p.is_alive() for p in processes) and time.monotonic() < deadline and not self.signals.forced:
             time.sleep(0.02)
         stop_processes(processes, KILL_WAIT_S)
+
+
+def _written(write, what: str, unwritten: list[str]) -> None:
+    """One of the teardown's writes: a full disk (any OSError) goes into the closing message, not a traceback,
+    and the teardown goes on (the shared memory is freed whatever happens)."""
+    try:
+        write()
+    except OSError as exc:
+        log.warning("could not write %s: %s", what, exc)
+        unwritten.append(f"{what} ({exc})")
 
 
 def _worker_ids(config: Config) -> WorkerIds:

@@ -13,6 +13,8 @@
 - ``ckpt-<rollout>.envs/executor-<i>.pkl``: every env's state, RNG stream, episode counters and
   last observation at that barrier, written by the executors while the envs were parked.
 - ``latest.pt``: a hard link to the newest ``ckpt-*.pt``.
+- ``.reserve``: disk space held for the next checkpoint (a checkpoint's size and a quarter), given up
+  to the checkpoint a full disk would otherwise refuse: the run then stops with that state saved.
 
 Every file goes to a temporary name, is fsynced, then renamed: a crash mid-write leaves the
 previous checkpoint intact, never a torn one. Torch is imported lazily: executors use the
@@ -26,6 +28,7 @@ run is resumed, and only from files this user owns that nobody else may write.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import pickle
@@ -38,11 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from fastrl.buffers.arena import pid_alive
-from fastrl.errors import ConfigError
+from fastrl.errors import DISK_FULL, ConfigError, DiskFullError, no_room
 
 log = logging.getLogger(__name__)
 
 LATEST = "latest.pt"
+RESERVE = ".reserve"
+RESERVE_SLACK = 1.25  # the next checkpoint may be a little larger (optimizer state appears after the first step)
 FORMAT = 1  # of the dict build_checkpoint makes
 SAVED = ("model", "optimizer", "version", "rollout", "updates", "frames")  # of a learner's state, at the top
 _NUMBERED = re.compile(r"^ckpt-(\d+)\.pt$")
@@ -103,6 +108,7 @@ class CheckpointStore:
     def __init__(self, directory: str | Path, keep: int = 3):
         self.directory = Path(directory)
         self.keep = keep
+        self.used_reserve = False  # a checkpoint went into the reserved space: the disk is full
 
     @property
     def latest(self) -> Path:
@@ -120,14 +126,55 @@ class CheckpointStore:
         return sorted(int(m[1]) for m in map(_NUMBERED.match, os.listdir(self.directory)) if m)
 
     def save(self, state: dict, rollout: int) -> Path:
-        import torch
-
+        """Write the checkpoint of ``rollout``; on a full disk, into the space the reserve held (``used_reserve``)."""
+        data = _serialized(state)  # in memory first: a full disk is then an OSError here, not a torn zip in torch
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(rollout)
-        atomic_write(path, lambda f: torch.save(state, f))
+        try:
+            atomic_write(path, lambda f: f.write(data))
+        except OSError as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            if not self._give_up_reserve():
+                raise DiskFullError(
+                    f"the disk holding {self.directory} {no_room(exc.errno)}: checkpoint {path.name} could not be "
+                    f"written ({exc.strerror}); free space, then resume from the newest checkpoint there"
+                ) from exc
+            atomic_write(path, lambda f: f.write(data))
+            self.used_reserve = True
+            log.warning("the disk holding %s is full: %s went into the space reserved for it", self.directory, path)
         self.point_latest_at(rollout)
         self.prune()
+        if not self.used_reserve:
+            self.reserve(len(data))
         return path
+
+    def reserve(self, nbytes: int) -> None:
+        """Hold room for a checkpoint of ``nbytes`` (and a quarter more) in ``.reserve``; where there is none
+        left, or the OS cannot allocate ahead (no ``posix_fallocate``), nothing is held."""
+        path, want = self.directory / RESERVE, int(nbytes * RESERVE_SLACK)
+        try:
+            if path.is_file() and path.stat().st_size >= want:
+                return
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+            try:
+                os.posix_fallocate(fd, 0, want)  # blocks on the disk, not a sparse file: they are there to give up
+            finally:
+                os.close(fd)
+        except (OSError, AttributeError) as exc:
+            log.debug("could not reserve %d bytes for the next checkpoint in %s: %s", want, self.directory, exc)
+
+    def reserve_for(self, state: dict) -> None:
+        """Reserve room for a checkpoint like ``state`` before the first is written."""
+        self.reserve(len(_serialized(state)))
+
+    def _give_up_reserve(self) -> bool:
+        try:
+            (self.directory / RESERVE).unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     def point_latest_at(self, rollout: int) -> None:
         """Make ``latest.pt`` the checkpoint of ``rollout`` (a hard link; a copy where links fail)."""
@@ -170,6 +217,14 @@ class CheckpointStore:
                     os.replace(path, aside / path.name)
         log.warning("resuming from rollout %d: moved %d newer checkpoints to %s", rollout, len(newer), aside)
         return aside
+
+
+def _serialized(state: dict) -> memoryview:
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getbuffer()
 
 
 def checkpoint_file(path: str | Path) -> Path:

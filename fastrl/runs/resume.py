@@ -1,4 +1,8 @@
-"""``fastrl train --resume RUN_DIR``: read the run's config and checkpoint, check they can go on.
+"""``fastrl train --resume RUN_DIR``: read the run's checkpoint and its config, check they can go on.
+
+The config is the checkpoint's own (the one it was trained with), not ``config.toml``: that file is
+rewritten on every resume and is there for people; one that disagrees with the checkpoint about what
+the run is, or cannot be read, is refused.
 
 Resuming continues the run in the same directory: frame counter, optimizer, schedules and
 policy version go on from the checkpoint, ``metrics.jsonl`` is appended. Checkpoints taken at
@@ -10,11 +14,12 @@ algorithm hyper-parameters), not what it is (env, model, mode, envs, rollout, op
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from fastrl.config import Config, ConfigError, load_config
+from fastrl.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
 from fastrl.runs.checkpoint import CheckpointStore, checkpoint_file, env_state_files, load_checkpoint
 from fastrl.runs.run_dir import RunDir
 from fastrl.spec import ResumePoint
@@ -31,6 +36,9 @@ FIXED_KEYS = (
     "model.name",
     "model.hidden",
     "model.kwargs",
+    "model.lstm",  # these three change the parameters the checkpoint holds: refused now, not when loading them
+    "model.normalize_obs",
+    "algo.normalize_returns",
     "algo.name",
     "algo.optimizer",
 )
@@ -60,10 +68,9 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
             f"(every rank resumes its own envs), so launch it with torchrun --nproc-per-node/--nnodes "
             f"giving {made_with} rank(s)" + (" or without torchrun" if made_with == 1 else "")
         )
-    config_path = run_dir / "config.toml"
-    if not config_path.is_file():
-        raise ConfigError(f"cannot resume {str(run_dir)!r}: it has no config.toml")
-    saved, config = load_config(config_path), load_config(config_path, overrides)
+    checkpoint = load_checkpoint(path)  # tensors and plain data only, or a ConfigError naming the file
+    saved, config = _configs(path, checkpoint, made_with, overrides)
+    _check_config_toml(run_dir, saved)
     if saved.engine.mode == "gala":
         raise ConfigError(
             f"cannot resume {str(run_dir)!r}: resuming a gala run is not supported (its learners stop at different "
@@ -71,7 +78,6 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
             "checkpoints/learner-<i>/latest.pt and their average in checkpoints/latest.pt"
         )
     _check_unchanged(saved, config)
-    checkpoint = load_checkpoint(path)  # tensors and plain data only, or a ConfigError naming the file
     state = checkpoint.get("resume")
     if not isinstance(state, dict) or "model" not in state:
         raise ConfigError(f"checkpoint {str(path)!r} holds no resumable state (written by an older fastrl?)")
@@ -89,6 +95,50 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
         "exactly: env states saved at the barrier" if env_states else "envs restart with seeded resets",
     )
     return Resume(config, run_dir, ResumePoint(str(path), int(state["rollout"]), env_states))
+
+
+def _configs(path: Path, checkpoint: dict, ranks: int, overrides) -> tuple[Config, Config]:
+    """The run's config as its checkpoint holds it (the one it was trained with), and with ``overrides``.
+    Under torchrun a rank's checkpoint holds its own share of the envs: the run's is ``ranks`` times that."""
+    data = checkpoint.get("config")
+    if not isinstance(data, dict) or not isinstance(data.get("engine"), dict):
+        raise ConfigError(f"checkpoint {str(path)!r} holds no config (not a fastrl checkpoint?)")
+    if ranks > 1:
+        data = {**data, "engine": {**data["engine"], "envs": data["engine"]["envs"] * ranks}}
+    try:
+        saved = config_from_dict(copy.deepcopy(data))
+    except ConfigError as exc:
+        raise ConfigError(f"checkpoint {str(path)!r}: its config cannot be used here: {exc}") from None
+    return saved, config_from_dict(apply_overrides(copy.deepcopy(data), overrides))
+
+
+def _check_config_toml(run_dir: Path, saved: Config) -> None:
+    """``config.toml`` is for people; the checkpoint's config is the run's. A file that says otherwise about what
+    the run is (changed by hand, or torn by a full disk under an older fastrl: empty TOML is all defaults) is
+    refused rather than trusted, or silently overwritten."""
+    path = run_dir / "config.toml"
+    if not path.is_file():
+        return  # written again from the checkpoint's
+    try:
+        on_disk = load_config(path)
+    except ConfigError as exc:
+        differs = f"it cannot be read ({exc})"
+    else:
+        changed = [key for key in FIXED_KEYS if _value(on_disk, key) != _value(saved, key)]
+        if not changed:
+            return
+        key = changed[0]
+        differs = f"it says {key} = {_value(on_disk, key)!r}, the checkpoint {_value(saved, key)!r}"
+    raise ConfigError(
+        f"cannot resume {str(run_dir)!r}: its config.toml disagrees with the config its checkpoint was trained "
+        f"with: {differs}. The checkpoint's is the run's: delete config.toml (it is written again from the "
+        "checkpoint's), or put back the one the run was made with"
+    )
+
+
+def _value(config: Config, key: str):
+    section, name = key.split(".")
+    return getattr(getattr(config, section), name)
 
 
 def _check_unchanged(saved: Config, config: Config) -> None:

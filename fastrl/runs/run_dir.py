@@ -15,16 +15,40 @@ import errno
 import fcntl
 import itertools
 import json
+import logging
 import math
 import os
 import time
 from pathlib import Path
+from typing import IO
 
 from fastrl.config import Config, ConfigError
 from fastrl.runs.checkpoint import atomic_write
 
+log = logging.getLogger(__name__)
 RANKS_FILE = "ranks.json"
 DIR_MODE = 0o750  # a run's directory: env.kwargs may hold secrets; no one outside the group reads it
+
+
+def _drop_cut_line(path: Path, block: int = 65536) -> None:
+    """Cut ``path`` after its last newline, if anything follows it."""
+    try:
+        f = open(path, "rb+")
+    except FileNotFoundError:
+        return
+    with f:
+        size = end = f.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - block)
+            f.seek(start)
+            newline = f.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        if end < size:
+            f.truncate(end)
+            log.warning("%s ended in a cut line (%d bytes, a run killed while writing it): dropped", path, size - end)
 
 
 def _toml_value(value) -> str:
@@ -190,6 +214,12 @@ class RunDir:
     @property
     def metrics(self) -> Path:
         return self.path / "metrics.jsonl"
+
+    def open_metrics(self) -> IO[str]:
+        """``metrics.jsonl`` for appending, line-buffered. A run killed mid-line (or on a full disk) left its
+        last line cut: it is dropped first, so every line stays one JSON object (``fastrl plot`` reads each)."""
+        _drop_cut_line(self.metrics)
+        return open(self.metrics, "a", buffering=1, encoding="utf-8")
 
     @property
     def checkpoints(self) -> Path:

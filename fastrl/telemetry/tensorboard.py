@@ -35,4 +35,10 @@ class TensorBoardSink:
         self.writer.flush()  # every few seconds at most: a live `tensorboard --logdir` sees each line
 
     def close(self) -> None:
-        self.writer.close()
+        writers = list((self.writer.all_writers or {}).values())
+        try:
+            self.writer.close()
+        except OSError:  # a full disk: the last events are lost, and the teardown says so
+            for writer in writers:  # tensorboardX's own close at exit would fail again, printing a traceback
+                writer.event_writer._closed = True
+            raise
