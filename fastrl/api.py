@@ -115,12 +115,12 @@ def train(
     if not config.engine.serial:
         start_fork_server(config.engine.start_method)  # its imports run while the run is planned
     ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
+    sweep_stale_segments()  # before the space check: what killed runs left in /dev/shm is not in the way
     # every input check, before anything starts
     plan = plan_run(launch.local_config(config, ranks) if ranks else config)
     link = launch.RankLink(ranks) if ranks else None
     if link is not None and resumed is not None:
         resumed = _agree_resume(link, resumed, resume, overrides)
-    sweep_stale_segments()
     compile_kernels()
     if resumed is not None:
         run_dir = resumed.run_dir if ranks is None else launch.run_root(resumed.run_dir, ranks.rank)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from fastrl.config import ConfigError
@@ -119,7 +120,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    from fastrl.buffers.arena import SHM_DIR, sweep_stale_segments
+    from fastrl.buffers.arena import SHM_DIR, foreign_stale_segments, sweep_stale_segments
     from fastrl.process.lifeline import kill_workers_of_dead_runs
 
     killed = kill_workers_of_dead_runs()  # first: they hold the segments' memory until they are gone
@@ -128,8 +129,13 @@ def _cleanup(args: argparse.Namespace) -> int:
         for pid, name in sorted(killed.items()):
             print(f"  pid {pid}  (mapped {name})")
     removed = sweep_stale_segments()
+    for name, size, uid in foreign_stale_segments():
+        print(
+            f"fastrl cleanup: left {name} ({size / 2**20:.1f} MiB) alone: a dead run of uid {uid}; only they or root "
+            "can remove it"
+        )
     if not removed:
-        print(f"fastrl cleanup: no segments of dead runs in {SHM_DIR}")
+        print(f"fastrl cleanup: no segments of this user's dead runs in {SHM_DIR}")
         return 0
     mib = sum(size for _, size in removed) / 2**20
     print(f"fastrl cleanup: removed {len(removed)} shared-memory segments of dead runs ({mib:.1f} MiB) from {SHM_DIR}:")
@@ -311,10 +317,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _working_folder_importable()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     return args.func(args)
+
+
+def _working_folder_importable() -> None:
+    """A ``module:factory`` env, model or algorithm in the folder fastrl runs from imports, as under ``python -m``:
+    the console script's path starts at its own folder. Appended, so it never shadows an installed module."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
 
 
 if __name__ == "__main__":

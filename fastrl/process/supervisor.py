@@ -25,7 +25,7 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 
 from fastrl.buffers import BufferPlan, RunBuffers
-from fastrl.buffers.arena import ShmSpaceError, check_space
+from fastrl.buffers.arena import SHM_DIR, ShmSpaceError, check_space, shm_free_bytes
 from fastrl.buffers.control import Flag
 from fastrl.buffers.slots import SlotShape
 from fastrl.config import Config, ConfigError, resolved_bool, resolved_int
@@ -427,6 +427,11 @@ def _death(p: BaseProcess) -> Fault:
     p.join(0.1)
     code = p.exitcode
     how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
+    if code == -signal.SIGBUS:  # how Linux ends a process touching shared memory that cannot be backed
+        how += (
+            f" (shared memory ran out: {SHM_DIR} has {shm_free_bytes() / 2**20:.0f} MiB free now; fastrl cleanup frees "
+            "what killed runs left there)"
+        )
     return Fault(
         f"{p.name} (pid {p.pid}) {how} without reporting an error; the queues it used may be wedged, "
         "so the run was ended rather than waiting on them",
