@@ -117,3 +117,12 @@ def test_masks_that_fit_no_action_space_are_refused_before_the_run(tmp_path):
     with pytest.raises(ConfigError, match="'action_mask' has 5 columns; the action space has 4 actions"):
         _train(tmp_path, "size", "env.kwargs={extra_columns=1}")
     assert not (tmp_path / "box").exists() and not (tmp_path / "size").exists()
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_an_env_that_raises_on_an_illegal_first_move_starts(tmp_path, multi):
+    """The start-up probe steps each env once before any actor acts: with an allowed action (action 0 is
+    masked at every step here, and the env raises on a masked action)."""
+    config, base = cartpole(tmp_path, f"env.id='{MASKED.replace(':masked', ':first_masked')}'",
+                            f"env.kwargs={{multi={str(multi).lower()}}}", "engine.serial=true", "run.total_frames=80")
+    assert fastrl.train(config, base, run_dir=tmp_path / "run")["status"] == "complete"

@@ -204,3 +204,14 @@ def test_the_command_exits_2_on_an_unsupported_env(tmp_path):
     assert result.returncode == 2
     assert "fastrl: bad config: env 'tests.helpers.faulty_envs:tuple_actions': action space Tuple" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("at", "raised"), [(1, ConfigError), (4, RunFailed)])
+def test_integers_a_uint8_observation_cannot_hold_are_named_not_wrapped(tmp_path, at, raised):
+    """300 in an observation declared uint8 would be stored as 44: refused at start (the probe's step) or
+    mid-run, naming the value and the index."""
+    config, base = cartpole(tmp_path, "env.id='tests.helpers.faulty_envs:wide_ints'", f"env.kwargs={{at={at}}}",
+                            "engine.serial=true", "run.total_frames=80")
+    with pytest.raises(raised, match=r"observation value 300 at index \(1,\) does not fit the uint8 the observation "
+                                     r"space declares \(0..255\)"):
+        fastrl.train(config, base, run_dir=tmp_path / "run")

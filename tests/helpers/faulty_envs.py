@@ -89,6 +89,29 @@ def cartpole_failing_in_first_attempt(env_index: int, fail_env: int = 4, at: int
     return FaultyCartPole("raise" if first_attempt and env_index == fail_env else "none", at=at)
 
 
+class WideInts(gym.Env):
+    """Declares uint8 observations, and at step ``at`` returns an int64 one that uint8 cannot hold (a counter)."""
+
+    observation_space = gym.spaces.Box(0, 255, (3,), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, at: int = 3):
+        self.at, self.t = at, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.array([0, 1, 2], np.int64), {}
+
+    def step(self, action):
+        self.t += 1
+        value = 300 if self.t == self.at else 7
+        return np.array([1, value, 2], np.int64), 0.0, False, False, {}
+
+
+def wide_ints(at: int = 3) -> gym.Env:
+    return WideInts(at)
+
+
 def tuple_actions() -> gym.Env:
     """An action space fastrl cannot take (a Tuple): a bad-input error naming it, before anything starts."""
     env = gym.make("CartPole-v1")

@@ -5,7 +5,8 @@ subset of the actions (``zero_at``: the mask at that step of an episode allows n
 error). The reward is 1 for the first allowed action, else 0 (``obs`` is noise): learnable from
 the mask alone, and a uniform choice among the allowed earns ~0.5 a step. ``multi``: a
 MultiDiscrete([3, 2]) action space with a mask of 3 + 2 columns, each dimension masked on its own.
-Env ids ``tests.helpers.masked_env:masked`` and ``tests.helpers.masked_env:masked_box``.
+``first_masked``: action 0 is never allowed (an illegal move from the start, as in a turn-based game).
+Env ids ``tests.helpers.masked_env:masked``, ``...:masked_box`` and ``...:first_masked``.
 """
 import gymnasium as gym
 import numpy as np
@@ -13,7 +14,7 @@ import numpy as np
 
 class MaskedEnv(gym.Env):
     def __init__(self, n: int = 4, multi: bool = False, zero_at: int = -1, length: int = 10, box_mask: bool = False,
-                 extra_columns: int = 0):
+                 extra_columns: int = 0, first_masked: bool = False):
         self.nvec = [3, 2] if multi else [n]
         self.extra = extra_columns  # a mask wider than the action space (refused)
         columns = sum(self.nvec) + extra_columns
@@ -22,6 +23,7 @@ class MaskedEnv(gym.Env):
         self.observation_space = gym.spaces.Dict({"obs": gym.spaces.Box(0.0, 1.0, (2,), np.float32),
                                                   "action_mask": mask_space})
         self.multi, self.zero_at, self.length, self.box_mask = multi, zero_at, length, box_mask
+        self.first_masked = first_masked
         self.t, self.mask, self.target = 0, None, None
 
     def _observe(self) -> dict:
@@ -29,6 +31,8 @@ class MaskedEnv(gym.Env):
         for n in self.nvec:
             block = self.np_random.integers(0, 2, n).astype(np.int8)
             block[self.np_random.integers(n)] = 1  # at least one allowed per dimension
+            if self.first_masked:
+                block[0], block[-1] = 0, 1
             blocks.append(block)
         self.mask = np.concatenate(blocks + [np.ones(self.extra, np.int8)])
         if self.t == self.zero_at:
@@ -58,6 +62,10 @@ class MaskedEnv(gym.Env):
 def masked(n: int = 4, multi: bool = False, zero_at: int = -1, box_mask: bool = False,
            extra_columns: int = 0) -> MaskedEnv:
     return MaskedEnv(n, multi, zero_at, box_mask=box_mask, extra_columns=extra_columns)
+
+
+def first_masked(multi: bool = False) -> MaskedEnv:
+    return MaskedEnv(multi=multi, first_masked=True)
 
 
 class MaskedBox(gym.Env):
