@@ -9,7 +9,7 @@ pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("config", ["cartpole_sync", "cartpole_hts", "cartpole_ppo", "cartpole_hts_ppo",
-                                    "cartpole_impala"])
+                                    "cartpole_impala", "cartpole_pqn"])
 def test_cartpole_reaches_475(tmp_path, config):
     summary = fastrl.train(f"configs/{config}.toml", ["run.progress=false", f"run.dir='{tmp_path}'"],
                            run_dir=tmp_path / config)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from fastrl.algos.update_rule import UpdateRule
     from fastrl.config import AlgoConfig
 
-__all__ = ["Algorithm", "load_algorithm", "make_rule", "register_algorithm"]
+__all__ = ["Algorithm", "action_sampler", "load_algorithm", "make_rule", "register_algorithm"]
 
 
 def make_rule(algo: AlgoConfig, lag: int | None, *given: Any, distribution: Any = None) -> UpdateRule:
@@ -34,3 +34,15 @@ def make_rule(algo: AlgoConfig, lag: int | None, *given: Any, distribution: Any 
     algorithm = load_algorithm(algo.name)
     options = options_of(algorithm, algo.options)
     return algorithm.rule_class()(*given, distribution=distribution, lag=lag, options=options)
+
+
+def action_sampler(spec: Any) -> Any:
+    """How a run's actors turn a head into actions: its algorithm's own sampler (PQN's ε-greedy), else the action
+    space's distribution (``fastrl.models.distributions``)."""
+    from fastrl.models.distributions import distribution_for
+
+    algorithm = load_algorithm(spec.config.algo.name)
+    factory = algorithm.sampler_factory()
+    if factory is None:
+        return distribution_for(spec.env_info.action)
+    return factory(spec, options_of(algorithm, spec.config.algo.options))

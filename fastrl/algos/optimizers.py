@@ -67,4 +67,6 @@ def make_optimizer(model: torch.nn.Module, algo: AlgoConfig) -> torch.optim.Opti
         return RMSpropTF(model.parameters(), lr=algo.lr, alpha=algo.rms_alpha, eps=algo.eps)
     if algo.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=algo.lr, eps=algo.eps)
+    if algo.optimizer == "radam":
+        return torch.optim.RAdam(model.parameters(), lr=algo.lr, eps=algo.eps)
     return torch.optim.SGD(model.parameters(), lr=algo.lr)

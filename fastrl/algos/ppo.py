@@ -22,6 +22,8 @@ import numpy as np
 import torch
 
 from csrc_free_kernels.gae import gae
+from fastrl.algos import minibatches
+from fastrl.algos.minibatches import minibatch_indices  # noqa: F401 - PPO's, where its tests look for it
 from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import Losses, Update, UpdateRule, checked_losses, gradients_of
 from fastrl.buffers.control import Stat
@@ -108,13 +110,6 @@ def ppo_loss(
     return loss, stats
 
 
-def minibatch_indices(count: int, minibatches: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """A fresh permutation of ``count`` rows cut into ``minibatches`` nearly equal parts."""
-    if not 1 <= minibatches <= count:
-        raise ValueError(f"minibatches must be in 1..{count}, got {minibatches}")
-    return np.array_split(rng.permutation(count), minibatches)
-
-
 class PPO(UpdateRule):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -191,7 +186,8 @@ class PPO(UpdateRule):
         first, total = self.cohort.rows(count)  # minibatches are drawn over every rank's rows
         advantages = self.cohort.gather(data.advantages)
         length = storage["action"].shape[1] - 1 if sequences is not None else 1  # rows drawn together: an env's
-        plan = self._plan(rollout, total // length, length, first, count)
+        seed = [self.seed, PPO_STREAM, rollout]  # never from timing
+        plan = minibatches.plan(seed, algo.epochs, algo.minibatches, total // length, length, first, count, self.device)
         sums = torch.zeros(len(PPO_COLUMNS), dtype=torch.float64, device=self.device)
         norm: float | torch.Tensor = 0.0
         steps = 0
@@ -223,20 +219,6 @@ class PPO(UpdateRule):
             sums += terms
             steps += 1
         return dict(zip(PPO_COLUMNS, (sums / max(steps, 1)).tolist())), norm
-
-    def _plan(self, rollout: int, groups: int, length: int, first: int, count: int) -> list[tuple]:
-        """Every minibatch of the update as (its global row indices, the rows of them this rank holds), both
-        on the device, drawn from (run seed, rollout) (never from timing) and uploaded in one copy."""
-        rng = np.random.default_rng([self.seed, PPO_STREAM, rollout])
-        minibatches = []
-        for _ in range(self.algo.epochs):
-            for index in _whole(minibatch_indices(groups, self.algo.minibatches, rng), length):
-                mine = index[(index >= first) & (index < first + count)] - first  # the rows this rank holds
-                minibatches.append((index, mine))
-        flat = torch.from_numpy(np.concatenate([np.concatenate(pair) for pair in minibatches])).to(self.device)
-        sizes = [size for index, mine in minibatches for size in (len(index), len(mine))]
-        parts = flat.split(sizes)
-        return [(parts[2 * i], parts[2 * i + 1]) for i in range(len(minibatches))]
 
     def _minibatch(self, data: PPOBatch, mine: torch.Tensor, advantages: torch.Tensor) -> PPOBatch:
         """This rank's rows ``mine`` of a minibatch whose every rank's advantages are ``advantages``: those
@@ -307,13 +289,6 @@ class Sequences:
         return cls(storage.tensor("obs")[:, :steps], storage.tensor("hidden")[:, 0], storage.tensor("done")[:, :steps])
 
     def replay(self, net: torch.nn.Module, envs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(head, value) of these envs' rows, env-major: the order of ``_whole``'s row indices."""
+        """(head, value) of these envs' rows, env-major: the order of ``minibatches.whole``'s row indices."""
         head, value, _ = unroll(net, self.obs[envs], self.hidden0[envs], self.done[envs])
         return head.flatten(0, 1), value.flatten(0, 1)
-
-
-def _whole(groups: list[np.ndarray], length: int) -> list[np.ndarray]:
-    """Minibatches of groups (envs) as row indices of the env-major flat rows: all ``length`` rows of each."""
-    if length == 1:
-        return groups
-    return [(group[:, None] * length + np.arange(length)).ravel() for group in groups]

@@ -44,9 +44,23 @@ class Algorithm:
     normalizes_returns: bool = False  # takes algo.normalize_returns (its value loss reads the returns' scale)
     clips_ratio: bool = False  # takes algo.clip_schedule (it clips a probability ratio at algo.clip)
     metrics: tuple[str, ...] = ()  # metrics.jsonl keys its rule reports beside the losses (at most EXTRA_METRICS)
-    options: type | None = None  # a dataclass of its own hyper-parameters: the config's [algo.options] table
+    options: type | str | None = None  # a dataclass of its hyper-parameters (or its path): [algo.options]
     check: Callable[[Config], str | None] | None = None  # its cross-key checks: the error, or None
     gala: bool = False  # a GALA agent's rule (each gala learner learns with it)
+    # (spec, options) -> the actors' ActionDistribution, or its path; None: the action space's own (categorical,
+    # Gaussian...). An algorithm that acts otherwise (PQN's epsilon-greedy) names its own.
+    sampler: str | Callable[..., Any] | None = None
+    model: str | None = None  # what model.name = "auto" builds for it (e.g. a Q-network); None: the built-ins
+
+    def options_class(self) -> type | None:
+        if isinstance(self.options, str):
+            return _imported(self.options, f"algorithm {self.name!r}'s options")
+        return self.options
+
+    def sampler_factory(self) -> Callable[..., Any] | None:
+        if isinstance(self.sampler, str):
+            return _imported(self.sampler, f"algorithm {self.name!r}'s sampler")
+        return self.sampler
 
     def rule_class(self) -> Callable[..., Any]:
         """Its UpdateRule class or factory (imported on first use)."""
@@ -74,8 +88,11 @@ def _contract(algorithm: Algorithm) -> str | None:
         return "its name must be a plain word (not 'auto', no ':')"
     if not algorithm.lags or any(lag not in LAGS for lag in algorithm.lags):
         return f"lags must name the policy lags it learns at, from {sorted(LAGS, key=str)} (got {algorithm.lags!r})"
-    if algorithm.options is not None and not dataclasses.is_dataclass(algorithm.options):
-        return f"options must be a dataclass of its hyper-parameters (got {algorithm.options!r})"
+    options, sampler = algorithm.options, algorithm.sampler
+    if options is not None and not (isinstance(options, str) or dataclasses.is_dataclass(options)):
+        return f"options must be a dataclass of its hyper-parameters or its path (got {options!r})"
+    if sampler is not None and not (isinstance(sampler, str) or callable(sampler)):
+        return f"sampler must be a factory (spec, options) -> ActionDistribution or its path (got {sampler!r})"
     if len(algorithm.metrics) > EXTRA_METRICS or len(set(algorithm.metrics)) != len(algorithm.metrics):
         return f"metrics must be at most {EXTRA_METRICS} distinct names (got {algorithm.metrics!r})"
     if not (isinstance(algorithm.rule, str) or callable(algorithm.rule)):
@@ -151,13 +168,14 @@ def options_of(algorithm: Algorithm, table: dict) -> Any:
     """``[algo.options]`` as the algorithm's options dataclass (its defaults where the table is silent); keys,
     types and rules checked as every config key is. None for an algorithm without options (the table must then
     be empty)."""
-    if algorithm.options is None:
+    options = algorithm.options_class()
+    if options is None:
         if table:
             raise ConfigError(f"algo.options = {table!r}: algo.name = {algorithm.name!r} takes no options of its own")
         return None
     from fastrl.config.loading import build_section
 
-    return build_section(algorithm.options, table, "algo.options.")
+    return build_section(options, table, "algo.options.")
 
 
 def metric_keys(algorithm: Algorithm) -> dict[str, int]:
@@ -211,6 +229,18 @@ register_algorithm(
 )
 register_algorithm(
     Algorithm("impala", "fastrl.algos.impala:Impala", lags=(None,), summary="IMPALA: V-trace on gathered batches")
+)
+register_algorithm(
+    Algorithm(
+        "pqn",
+        "fastrl.algos.pqn:PQN",
+        lags=(0,),
+        summary="PQN: Q(lambda) from parallel envs, LayerNorm, no replay or target network, epsilon-greedy",
+        metrics=("epsilon", "q_mean"),
+        options="fastrl.algos.pqn:PQNOptions",
+        sampler="fastrl.algos.pqn:epsilon_greedy_sampler",
+        model="fastrl.algos.pqn:q_network",
+    )
 )
 register_algorithm(
     Algorithm(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -39,7 +39,7 @@ from fastrl.ranks.cohort import Solo
 # the learner's checked optimizer step (fastrl.learning.checked_step): (net, gradients, and optionally the
 # minibatch's policy/value/entropy loss terms) -> the gradient norm, a tensor while its checks wait for the update's end
 Step = Callable[..., "float | torch.Tensor"]
-Losses = dict[Stat, float]  # what a rule's learn produced, by stats column
+Losses = dict[Stat | str, float]  # a rule's learn: loss terms by stats column (or name), its own metrics by name
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class UpdateRule:
         algorithm's own hyper-parameters (its registration's options dataclass, from ``[algo.options]``)."""
         self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
         self.lag, self.options = lag, options
+        self.clock: Any = None  # the learner's FrameClock (fastrl.learning.schedules), for schedules of a rule's own
         self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
         self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)
         # the learner sets these by algo.entropy_schedule and algo.clip_schedule before each learn
@@ -147,7 +148,7 @@ class Gradient(UpdateRule):
         losses = checked_losses(rollout, stats.policy_loss, stats.value_loss, stats.entropy)
         loss.backward()
         self.pending_grads = gradients_of(net)
-        return losses
+        return {**losses, **stats.metrics}
 
     def _acting(self) -> torch.nn.Module:
         """The parameters the data was collected with."""
@@ -163,6 +164,7 @@ class LossStats:
     policy_loss: float
     value_loss: float
     entropy: float
+    metrics: dict[str, float] = field(default_factory=dict)  # an algorithm's own, as its registration names them
 
 
 def forward_storage(

@@ -188,8 +188,9 @@ class AlgoConfig:
     optimizer: str = _f(
         "adam",
         "optimizer; 'rmsprop_tf' is RMSprop as TensorFlow and openai/baselines compute it (square average "
-        "starts at 1, eps inside the square root; sb3's RMSpropTFLike), 'rmsprop' is torch's",
-        choices=("rmsprop", "rmsprop_tf", "adam", "sgd"),
+        "starts at 1, eps inside the square root; sb3's RMSpropTFLike), 'rmsprop' is torch's; 'radam': Adam with "
+        "its warm-up rectified (Liu et al. 2020; PQN's)",
+        choices=("rmsprop", "rmsprop_tf", "adam", "radam", "sgd"),
     )
     lr_schedule: str = _f(
         "linear",
@@ -472,9 +473,11 @@ def resolve_derived_defaults(config: Config) -> None:
     algorithms."""
     if config.algo.name == AUTO:
         config.algo.name = default_algorithm(config.engine.mode)
+    algorithm = registry.known(config.algo.name)  # a plug-in not imported yet: None
+    if config.model.name == AUTO and algorithm is not None and algorithm.model:
+        config.model.name = algorithm.model  # the network the algorithm learns with (PQN's Q-network)
     builtin = config.model.name in BUILTIN_MODELS
     if config.model.normalize_obs == AUTO:
         config.model.normalize_obs = builtin
     if config.algo.normalize_returns == AUTO:
-        algorithm = registry.known(config.algo.name)  # a plug-in not imported yet: off unless asked for
         config.algo.normalize_returns = builtin and algorithm is not None and algorithm.normalizes_returns

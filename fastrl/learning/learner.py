@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Learner", "NonFiniteError"]
 
+LOSS_COLUMNS = {"policy_loss": Stat.POLICY_LOSS, "value_loss": Stat.VALUE_LOSS, "entropy": Stat.ENTROPY}
+
 
 class Learner:
     def __init__(self, spec: RunSpec, channels: Channels, buffers: RunBuffers, index: int = 0):
@@ -120,6 +122,7 @@ class Learner:
             self.cohort,
             distribution=distribution_for(spec.env_info.action),
         )
+        self.rule.clock = schedules.FrameClock.of(spec, index)  # a rule's own schedules move as the learner's do
         self.metric_columns = metric_keys(load_algorithm(self.algo.name))  # its own metrics' stats columns
         self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
         checks = config.reliability.finite_checks
@@ -256,7 +259,7 @@ class Learner:
         if isinstance(key, Stat):
             return key
         try:
-            return self.metric_columns[key]
+            return LOSS_COLUMNS.get(key) or self.metric_columns[key]
         except KeyError:
             raise RuntimeError(
                 f"algorithm {self.algo.name!r}'s rule reported the metric {key!r}, which its registration does not "

@@ -8,6 +8,8 @@ between (gala's learners times torchrun's ranks): each learner's schedule runs o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fastrl.config import AlgoConfig
 
 
@@ -44,3 +46,25 @@ def _annealed(start: float, end: float, anneal_frames: int, frames: float, total
     """``start`` moved linearly to ``end`` over this learner's share of ``anneal_frames`` (0: ``total_frames``)."""
     span = anneal_frames or total_frames
     return linear(start, end, frames / max(span // share, 1))
+
+
+@dataclass(frozen=True)
+class FrameClock:
+    """The frames clock of one learner's schedules, for whoever knows only a policy version (an actor acting
+    with it, an update rule learning from its data): version v has learned from v updates' frames."""
+
+    frames_per_update: int
+    total_frames: int  # the run's budget (run.total_frames), over every learner
+    share: int = 1  # the learners the frames are split between (gala's, times torchrun's ranks)
+
+    @classmethod
+    def of(cls, spec, learner: int = 0) -> FrameClock:
+        from fastrl.learning import frames_per_update
+
+        share = spec.learners * spec.rank_count
+        return cls(frames_per_update(spec, learner), spec.config.run.total_frames, share)
+
+    def annealed(self, start: float, end: float, anneal_frames: int, version: int) -> float:
+        """``start`` moved linearly to ``end`` over this learner's share of ``anneal_frames`` (0:
+        ``total_frames``), at policy version ``version``: as the learner's own schedules move."""
+        return _annealed(start, end, anneal_frames, version * self.frames_per_update, self.total_frames, self.share)

@@ -20,12 +20,12 @@ from queue import Empty
 import numpy as np
 import torch
 
+from fastrl.algos import action_sampler
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
 from fastrl.models.compiling import compile_policy
-from fastrl.models.distributions import distribution_for
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.policy import build_policy
 from fastrl.partition import owner_of, split
@@ -54,7 +54,7 @@ class Actor:
             spec.config.model.compile is True,
             spec.config.model.compile_mode,
         )  # before copying: the copies compile too
-        self.distribution = distribution_for(spec.env_info.action)  # the head's kind: its sampling kernel
+        self.distribution = action_sampler(spec)  # the head's kind (or the algorithm's own): its sampling kernel
         self.reads_observations = getattr(self.model, "reads_observations", True)
         # one model per weight set: learner l's slot k is set l * slots + k
         self.weight_slots = spec.mode.weight_slots
