@@ -144,7 +144,8 @@ def load_checkpoint_of(path: Path, which: str, trust_code: bool = False) -> tupl
 
 
 def code_named_by(config: Config) -> list[str]:
-    """The config's values that name code to import and call: ``module:factory`` env ids and model names."""
+    """The config's values that name code to import and call: ``module:factory`` env ids and model names, and
+    ``module:NAME`` plug-in algorithms."""
     named = []
     if ":" in config.env.id:
         kwargs = f" with env.kwargs = {config.env.kwargs!r}" if config.env.kwargs else ""
@@ -152,4 +153,6 @@ def code_named_by(config: Config) -> list[str]:
     if ":" in config.model.name:
         kwargs = f" with model.kwargs = {config.model.kwargs!r}" if config.model.kwargs else ""
         named.append(f"model.name = {config.model.name!r}{kwargs}")
+    if ":" in config.algo.name:  # a plug-in algorithm: imported wherever its registration is read
+        named.append(f"algo.name = {config.algo.name!r}")
     return named
