@@ -244,3 +244,57 @@ def test_auto_gives_a_small_image_beside_vectors_the_impala_trunk():
     model = build_model("auto", layout.row_shape, np.uint8, 2, obs_layout=layout)
     assert any(isinstance(m, torch.nn.MaxPool2d) for m in model.image_trunk.modules())  # the ResNet's pools
     assert not isinstance(model, ImpalaResNet)  # a multi model: the trunk only
+
+
+# ---------------------------------------------------------------- the spaces a first env has: Discrete, Tuple
+
+
+@pytest.mark.parametrize("env_id, kwargs", [("FrozenLake-v1", {}), ("Taxi-v4", {}), ("CliffWalking-v1", {}),
+                                            ("Blackjack-v1", {})])
+def test_toy_text_observations_are_stored_as_gymnasium_flatten_does(env_id, kwargs):
+    """Discrete (FrozenLake, Taxi, CliffWalking) and Tuple-of-Discretes (Blackjack) observations, refused before,
+    become one float32 row: exactly gymnasium.spaces.flatten's (one-hot columns), on reset and on every step."""
+    env = GymEnv(env_id, gym.make(env_id, **kwargs))
+    reference = gym.make(env_id, **kwargs)
+    space = reference.observation_space
+    row, after = np.zeros(env.obs_shape, env.obs_dtype), np.zeros(env.obs_shape, env.obs_dtype)
+    env.reset(5, row)
+    obs, _ = reference.reset(seed=5)
+    np.testing.assert_array_equal(row, gym.spaces.flatten(space, obs).astype(np.float32))
+    for step in range(20):
+        action = step % env.n_actions
+        _, _, _, over = env.step(action, row, after)
+        obs, _, terminated, truncated, _ = reference.step(action)
+        np.testing.assert_array_equal(after, gym.spaces.flatten(space, obs).astype(np.float32))
+        if over:
+            assert terminated or truncated
+            env.reset(step, row)
+            obs, _ = reference.reset(seed=step)
+        else:
+            row, after = after, row
+    env.close()
+
+
+def test_tuples_and_dicts_nest_in_either_order():
+    inner = gym.spaces.Dict({"b": gym.spaces.Discrete(3), "a": gym.spaces.Box(-1, 1, (2,), np.float32)})
+    space = gym.spaces.Tuple((gym.spaces.MultiBinary(2), inner, gym.spaces.Tuple((gym.spaces.Discrete(2, start=1),))))
+    env = GymEnv("nested", dict_envs.with_observation_space(space))
+    value = space.sample()
+    np.testing.assert_array_equal(env.obs_layout.pack(value), gym.spaces.flatten(space, value).astype(np.float32))
+    assert [part.name for part in env.obs_layout.parts] == ["0", "1.a", "1.b", "2.0"]  # a Dict sorts its keys
+
+
+def test_a_tuple_observation_that_is_not_a_tuple_is_named():
+    space = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Discrete(2)))
+    env = GymEnv("odd", dict_envs.with_observation_space(space, returns={"0": 1}))
+    with pytest.raises(EnvOutputError, match="an observation of type dict; the observation space is a Tuple"):
+        env.reset(0, np.zeros(env.obs_shape, env.obs_dtype))
+
+
+def test_a_discrete_observation_learns(tmp_path):
+    """FrozenLake without slipping: one-hot states, PPO walks to the goal on every episode within seconds."""
+    config, base = cartpole(tmp_path, "env.id='FrozenLake-v1'", "env.kwargs={is_slippery=false}", "algo.name='ppo'",
+                            "algo.lr=1e-3", "algo.entropy_coef=0.01", "engine.rollout=32", "run.return_window=20",
+                            "run.target_return=1.0", "run.total_frames=100000")
+    summary = fastrl.train(config, base, run_dir=tmp_path / "run")
+    assert summary["final_return_mean"] == 1.0 and summary["frames"] < 100000

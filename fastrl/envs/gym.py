@@ -19,7 +19,18 @@ import numpy as np
 
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.envs.actions import BOX, DISCRETE, ActionSpec, UnsupportedEnvError, action_spec_of
-from fastrl.envs.obs_layout import BINARY, MASK_KEY, ONE_HOT, ObsLayout, encode, mask_part, obs_layout_of, value_at
+from fastrl.envs.obs_layout import (
+    BINARY,
+    MASK_KEY,
+    ONE_HOT,
+    TAKES,
+    ObsLayout,
+    encode,
+    is_structured,
+    mask_part,
+    obs_layout_of,
+    value_at,
+)
 from fastrl.errors import FastrlError
 
 log = logging.getLogger(__name__)
@@ -37,13 +48,13 @@ def check_spaces(env_id: str, env: gym.Env) -> tuple[tuple[int, ...], np.dtype, 
 
 
 def observation_spec(env_id: str, obs_space) -> tuple[tuple[int, ...], np.dtype, ObsLayout | None]:
-    """-> (the slot row's shape, its dtype, the Dict layout or None for a Box)."""
-    if isinstance(obs_space, gym.spaces.Dict):
+    """-> (the slot row's shape, its dtype, the layout of a Dict, Tuple, Discrete or MultiBinary; None: a Box)."""
+    if is_structured(obs_space):
         layout = obs_layout_of(env_id, obs_space)
         return layout.row_shape, layout.row_dtype, layout
     if not isinstance(obs_space, gym.spaces.Box):
         raise UnsupportedEnvError(
-            f"env {env_id!r}: observation space {obs_space} is not supported; use a Box or a Dict of Boxes "
+            f"env {env_id!r}: observation space {obs_space} is not supported; {TAKES} "
             "(wrap other observations, e.g. with gymnasium.wrappers.FlattenObservation)"
         )
     dtype = np.dtype(obs_space.dtype)
@@ -74,7 +85,9 @@ class GymEnv:
         if self.obs_layout is None:
             self._write = self._write_box
         else:
-            self.dict_writer = _DictWriter(self.obs_layout, mask_blocks(env_id, self.obs_layout, self.action_spec))
+            self.dict_writer = _DictWriter(
+                self.obs_layout, mask_blocks(env_id, self.obs_layout, self.action_spec), env.observation_space
+            )
             self._write = self.dict_writer.write
 
     def _action_converter(self, space):
@@ -157,7 +170,7 @@ class GymEnv:
         if self.obs_layout is not None:
             if not space.contains(obs):
                 log.warning(
-                    "env %r: %s returned an observation its Dict space does not contain (keys, dtypes or bounds)",
+                    "env %r: %s returned an observation its space does not contain (parts, dtypes or bounds)",
                     self.env_id,
                     where,
                 )
@@ -224,14 +237,17 @@ class _DictWriter:
     into the uint8 image, finite vector values, an action mask that allows an action; an error names
     the part."""
 
-    def __init__(self, layout: ObsLayout, mask_blocks: Sequence[slice] = ()):
+    def __init__(self, layout: ObsLayout, mask_blocks: Sequence[slice] = (), space=None):
         self.layout = layout
         self.seen_dtypes: dict[tuple[str, ...], np.dtype] = {}  # part -> the dtype already checked
         self.mask, self.mask_blocks = mask_part(layout), list(mask_blocks)
+        # the container the env must return: a dict for a Dict, a tuple for a Tuple; a Discrete's value is the part
+        self.container = {gym.spaces.Dict: dict, gym.spaces.Tuple: (tuple, list)}.get(type(space))
+        self.kind = type(space).__name__ if space is not None else "Dict"
 
     def write(self, obs, out: np.ndarray) -> None:
-        if not isinstance(obs, dict):
-            raise EnvOutputError(f"an observation of type {type(obs).__name__}; the observation space is a Dict")
+        if self.container is not None and not isinstance(obs, self.container):
+            raise EnvOutputError(f"an observation of type {type(obs).__name__}; the observation space is a {self.kind}")
         for part in self.layout.parts:
             self._write_part(part, obs, self.layout.view(out, part))
         if self.mask_blocks:
@@ -252,7 +268,7 @@ class _DictWriter:
             value = value_at(obs, part.key)
         except KeyError as missing:
             raise EnvOutputError(
-                f"an observation without the part {missing.args[0]!r} its Dict space declares"
+                f"an observation without the part {missing.args[0]!r} its {self.kind} space declares"
             ) from None
         if type(value) is not np.ndarray:
             value = np.asarray(value)

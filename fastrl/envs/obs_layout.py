@@ -1,8 +1,11 @@
-"""How a Dict observation becomes one row of the slots' single ``obs`` array, and back.
+"""How a structured observation becomes one row of the slots' single ``obs`` array, and back.
 
 The slots hold ``obs`` as one array of one dtype, so a ``gymnasium.spaces.Dict`` is laid out
 as one row per step, in ``gymnasium.spaces.flatten``'s order (a Dict iterates its keys sorted
-unless it was built from an OrderedDict; nested Dicts depth first):
+unless it was built from an OrderedDict; nested Dicts and Tuples depth first, a Tuple's parts
+keyed by their position "0", "1", ...). The other spaces a first env often has are laid out
+the same way as a structure of one part or of several: a ``Discrete`` (FrozenLake, Taxi,
+CliffWalking: its one-hot), a ``MultiBinary``, a ``Tuple`` (Blackjack's three Discretes):
 
 - **flat**: every part is a Box that is not an image, a Discrete or a MultiBinary. The row is
   float32 and is exactly ``gymnasium.spaces.flatten(space, obs)`` (each Box part flattened and cast
@@ -28,9 +31,10 @@ import numpy as np
 from fastrl.envs.actions import UnsupportedEnvError
 
 ALIGN = 8  # byte alignment of every part of a packed row (float64-safe; float32 needs 4)
-_TAKES = (
-    "a Dict observation takes Box parts (float or integer vectors, flattened to float32, and at most one "
-    "uint8 image of rank 3: [H, W, C] or [C, H, W]), Discrete parts (one-hot) and MultiBinary parts"
+TAKES = (
+    "an observation is a Box, or a Dict or Tuple (nested as deep as needed) of Box parts (float or integer "
+    "vectors, flattened to float32, and at most one uint8 image of rank 3: [H, W, C] or [C, H, W]), Discrete "
+    "parts (one-hot) and MultiBinary parts; a Discrete or MultiBinary alone is one such part"
 )
 # how a part's value becomes its float32 columns (gymnasium.spaces.flatten's encodings)
 BOX_PART, ONE_HOT, BINARY = "box", "one_hot", "binary"
@@ -39,7 +43,7 @@ MASK_KEY = "action_mask"  # the top-level part that masks the policy's actions (
 
 @dataclass(frozen=True)
 class ObsPart:
-    key: tuple[str, ...]  # the path of keys to this Box (one key unless Dicts are nested)
+    key: tuple[str, ...]  # the path of keys to this part (a Tuple's positions as "0", "1"...; () for the whole)
     dtype: str  # as stored in the row: "uint8" (the image) or "float32"
     shape: tuple[int, ...]  # the space's own shape
     offset: int  # bytes from the start of the row
@@ -49,7 +53,7 @@ class ObsPart:
 
     @property
     def name(self) -> str:
-        return ".".join(self.key)
+        return ".".join(self.key) or "observation"
 
     @property
     def size(self) -> int:
@@ -137,16 +141,27 @@ def mask_part(layout: ObsLayout | None) -> ObsPart | None:
 
 
 def value_at(obs, key: tuple[str, ...]):
-    """The value at ``key``'s path in a (nested) dict observation; KeyError names the missing part."""
+    """The value at ``key``'s path in a (nested) dict or tuple observation; KeyError names the missing part."""
     for depth, name in enumerate(key):
-        if not isinstance(obs, dict) or name not in obs:
+        if isinstance(obs, dict) and name in obs:
+            obs = obs[name]
+        elif isinstance(obs, (tuple, list)) and name.isdigit() and int(name) < len(obs):
+            obs = obs[int(name)]
+        else:
             raise KeyError(".".join(key[: depth + 1]))
-        obs = obs[name]
     return obs
 
 
+def is_structured(space) -> bool:
+    """A space laid out as parts (``obs_layout_of``) rather than stored as it is (a Box)."""
+    import gymnasium as gym
+
+    return isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Discrete, gym.spaces.MultiBinary))
+
+
 def obs_layout_of(env_id: str, space) -> ObsLayout:
-    """The layout of a ``gymnasium.spaces.Dict``, or an ``UnsupportedEnvError`` naming the key and space."""
+    """The layout of a Dict, Tuple, Discrete or MultiBinary space, or an ``UnsupportedEnvError`` naming the part
+    and its space."""
     leaves = list(_leaves(env_id, space, ()))
     images = [key for key, box in leaves if _is_image(box)]
     if len(images) > 1:
@@ -154,7 +169,7 @@ def obs_layout_of(env_id: str, space) -> ObsLayout:
             env_id,
             images[1],
             space_at(space, images[1]),
-            f"a second uint8 image (the first is {'.'.join(images[0])!r}); {_TAKES}",
+            f"a second uint8 image (the first is {'.'.join(images[0])!r}); {TAKES}",
         )
     if not images:
         parts, offset = [], 0
@@ -188,7 +203,7 @@ def _vector_part(key: tuple[str, ...], space, offset: int) -> ObsPart:
 
 def space_at(space, key: tuple[str, ...]):
     for name in key:
-        space = space.spaces[name]
+        space = space.spaces[int(name)] if isinstance(space.spaces, tuple) else space.spaces[name]
     return space
 
 
@@ -204,13 +219,19 @@ def _leaves(env_id: str, space, key: tuple[str, ...]):
                 raise _unsupported(env_id, key + (repr(name),), sub, "Dict keys must be strings")
             yield from _leaves(env_id, sub, key + (name,))
         return
+    if isinstance(space, gym.spaces.Tuple):
+        if not space.spaces:
+            raise _unsupported(env_id, key, space, "an empty Tuple has nothing to observe")
+        for index, sub in enumerate(space.spaces):
+            yield from _leaves(env_id, sub, key + (str(index),))
+        return
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiBinary)):
         yield key, space
         return
     if not isinstance(space, gym.spaces.Box):
-        raise _unsupported(env_id, key, space, _TAKES)
+        raise _unsupported(env_id, key, space, TAKES)
     if np.dtype(space.dtype).kind not in "fiu":
-        raise _unsupported(env_id, key, space, f"a Box of dtype {space.dtype}; {_TAKES}")
+        raise _unsupported(env_id, key, space, f"a Box of dtype {space.dtype}; {TAKES}")
     if math.prod(space.shape) == 0:
         raise _unsupported(env_id, key, space, "a Box with no elements")
     yield key, space

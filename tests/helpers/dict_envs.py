@@ -5,7 +5,8 @@
 - ``image_vector``: a one-step bandit whose reward needs both parts: the image shows a bright
   column on the left or the right, the vector holds a sign; the rewarded action is
   (side XOR sign). Either part alone gives no better than chance (an expected reward of 0.5).
-- ``with_space``: a tiny env whose Dict holds any space (the refusal tests).
+- ``with_space``: a tiny env whose Dict holds any space (the refusal tests); ``with_observation_space``:
+  one whose whole observation is of any space.
 """
 from collections import OrderedDict
 
@@ -146,3 +147,26 @@ class DiscreteParts(gym.Env):
 
 def discrete_parts(bad: dict | None = None) -> gym.Env:
     return DiscreteParts(bad)
+
+
+class _Fixed(gym.Env):
+    """An env of any observation space: each observation a sample of it (or ``returns``), any action."""
+
+    def __init__(self, space, returns=None):
+        self.observation_space, self.action_space, self.returns = space, gym.spaces.Discrete(2), returns
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 0.0, False, False, {}
+
+    def _obs(self):
+        return self.returns if self.returns is not None else self.observation_space.sample()
+
+
+def with_observation_space(space, returns=None) -> gym.Env:
+    """A tiny env whose observations are of ``space`` (``returns``: what it returns instead, a wrong one)."""
+    return _Fixed(space, returns)

@@ -112,6 +112,13 @@ def wide_ints(at: int = 3) -> gym.Env:
     return WideInts(at)
 
 
+def text_observations() -> gym.Env:
+    """An observation space fastrl cannot take (Text): a bad-input error naming it, before anything starts."""
+    env = gym.make("CartPole-v1")
+    env.observation_space = gym.spaces.Text(8)
+    return env
+
+
 def tuple_actions() -> gym.Env:
     """An action space fastrl cannot take (a Tuple): a bad-input error naming it, before anything starts."""
     env = gym.make("CartPole-v1")
