@@ -65,9 +65,10 @@ def test_a_disk_that_fills_ends_the_run_with_its_state_saved(disk, stop):
     assert not [n for n in list_segments() if segment_owner_pid(n) == proc.pid], "the run left shared memory"
     checkpoint = assert_cleaned_up(run_dir, pids)
     assert checkpoint["frames"] >= periodic
-    if disk.tmpfs:  # the reserve kept the state the run stopped with, newer than any periodic checkpoint
+    if disk.tmpfs:  # the reserve kept the learner's own state at the stop, optimizer and all
         assert f"the last good parameters (version {checkpoint['version']}" in message
-        assert checkpoint["kind"] in ("stop", "final") or checkpoint["frames"] > periodic, checkpoint["kind"]
+        assert checkpoint["kind"] != "shared-params" and checkpoint["optimizer"] is not None, checkpoint["kind"]
+        assert not [p.name for p in (run_dir / "checkpoints").iterdir() if p.name.endswith(".tmp")]
     disk.free()  # (RLIMIT_FSIZE: the limited processes are gone)
     more = checkpoint["frames"] + 40
     summary = fastrl.train(resume=run_dir, overrides=["engine.serial=true", "engine.step_delay_s=0",

@@ -142,6 +142,8 @@ class Learner:
         self.rule.warm_up(self.uploads.of(self._zero_storage()))
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
+        # room for the state a full disk would leave unsaved; x3: the optimizer's moments come with the first step
+        self.store.reserve_for(self._checkpoint("stop"), grow=3.0)
 
     def _zero_storage(self) -> dict[str, np.ndarray]:
         """Zeros shaped as the storage an update learns from (the slots themselves may be filling already), so
@@ -191,7 +193,6 @@ class Learner:
             )
             learners = [ids.learner(i) for i in range(self.spec.learners)]
             self.gossip.wait_for_peers(lambda: bool(self.control.ready[learners].all()))
-        self.store.reserve_for(self._checkpoint("stop"))  # room for the state a full disk would leave unsaved
         self.publish()
         self.released = self.rollout - 1  # a resumed run's envs begin at its rollout
         self.release(self.rollout)

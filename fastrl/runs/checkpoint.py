@@ -135,12 +135,15 @@ class CheckpointStore:
         except OSError as exc:
             if exc.errno not in DISK_FULL:
                 raise
-            if not self._give_up_reserve():
+            try:
+                if not self._give_up_reserve():
+                    raise
+                atomic_write(path, lambda f: f.write(data))
+            except OSError as again:
                 raise DiskFullError(
-                    f"the disk holding {self.directory} {no_room(exc.errno)}: checkpoint {path.name} could not be "
-                    f"written ({exc.strerror}); free space, then resume from the newest checkpoint there"
+                    f"the disk holding {self.directory} {no_room(again.errno)}: checkpoint {path.name} could not be "
+                    f"written ({again.strerror}); free space, then resume from the newest checkpoint there"
                 ) from exc
-            atomic_write(path, lambda f: f.write(data))
             self.used_reserve = True
             log.warning("the disk holding %s is full: %s went into the space reserved for it", self.directory, path)
         self.point_latest_at(rollout)
@@ -163,21 +166,27 @@ class CheckpointStore:
             finally:
                 os.close(fd)
         except (OSError, AttributeError) as exc:
+            path.unlink(missing_ok=True)  # none, rather than one too small to hold a checkpoint
             log.debug("could not reserve %d bytes for the next checkpoint in %s: %s", want, self.directory, exc)
 
-    def reserve_for(self, state: dict) -> None:
-        """Reserve room for a checkpoint like ``state`` before the first is written."""
-        self.reserve(len(_serialized(state)))
+    def reserve_for(self, state: dict, grow: float = 1.0) -> None:
+        """Reserve room for a checkpoint like ``state``, ``grow`` times as large, before the first is written."""
+        self.reserve(int(len(_serialized(state)) * grow))
 
     def _give_up_reserve(self) -> bool:
+        """Free the reserved space; False where there was none."""
+        path = self.directory / RESERVE
         try:
-            (self.directory / RESERVE).unlink()
+            held = path.stat().st_size
+            path.unlink()
         except FileNotFoundError:
             return False
-        return True
+        return held > 0
 
     def point_latest_at(self, rollout: int) -> None:
         """Make ``latest.pt`` the checkpoint of ``rollout`` (a hard link; a copy where links fail)."""
+        if self.latest.exists() and os.path.samefile(self.latest, self.path(rollout)):
+            return  # already: a rename onto the same file would do nothing and leave the temporary link behind
         tmp = self.directory / f".{LATEST}.{os.getpid()}.tmp"
         if tmp.exists():
             tmp.unlink()
