@@ -24,7 +24,9 @@ def recipes(tmp_path, monkeypatch):
         if named:
             (tmp_path / named.group(1)).write_text(block, encoding="utf-8")
             written.append(named.group(1))
-    assert {"my_vpg.py", "my_vpg.toml", "my_model.py", "my_model.toml"} <= set(written)
+    assert {"my_vpg.py", "my_vpg.toml", "my_model.py", "my_model.toml", "my_corridor.py", "my_corridor.toml"} <= set(
+        written
+    )
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -55,6 +57,27 @@ def test_the_algorithm_recipe_trains_reports_its_metric_and_keeps_the_engines_de
     assert "advantage_std" in lines[-1] and lines[-1]["advantage_std"] > 0
     _, two = _train(recipes, "my_vpg", "two", "engine.executors=2", "engine.actors=2", "engine.step_delay_s=0.001")
     assert _digest(one) == _digest(two)  # inherited: bit-identical across layouts
+
+
+def test_the_env_backend_recipe_writes_its_rows_learns_and_resumes(recipes):
+    summary, run_dir = _train(recipes, "my_corridor", "run")
+    assert summary["status"] == "complete" and summary["final_return_mean"] == 1.0  # every episode reaches the end
+    _train(recipes, "my_corridor", "whole", "run.total_frames=1024", "run.target_return=inf")
+    _, half = _train(recipes, "my_corridor", "half", "run.total_frames=512", "run.target_return=inf")
+    resume = ["--resume", str(half), "--set", "run.total_frames=1024", "--set", "run.progress=false"]
+    done = subprocess.run([sys.executable, "-m", "fastrl", "train", *resume], cwd=recipes, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _digest(half) == _digest(recipes / "runs" / "whole")  # its get_state/set_state: an exact resume
+
+
+def test_a_factory_returning_half_an_adapter_is_named_before_anything_starts(recipes):
+    source = (recipes / "my_corridor.py").read_text().replace("    def probe(self", "    def _probe(self")
+    (recipes / "my_corridor.py").write_text(source)
+    done = subprocess.run([sys.executable, "-m", "fastrl", "train", "my_corridor.toml"], cwd=recipes,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "neither a gymnasium.Env nor an env adapter: it lacks method probe()" in done.stderr
 
 
 def test_the_model_recipe_trains(recipes):

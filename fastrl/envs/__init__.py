@@ -1,6 +1,23 @@
 """Environments: adapters that write observations straight into shared trajectory rows."""
 
 from fastrl.envs.base import EnvAdapter
-from fastrl.envs.registry import DELAY_ENV_ID, EnvInfo, make_env, probe_env, register_fastrl_envs
+from fastrl.envs.registry import (
+    DELAY_ENV_ID,
+    EnvBackend,
+    EnvInfo,
+    make_env,
+    probe_env,
+    register_env_backend,
+    register_fastrl_envs,
+)
 
-__all__ = ["DELAY_ENV_ID", "EnvAdapter", "EnvInfo", "make_env", "probe_env", "register_fastrl_envs"]
+__all__ = [
+    "DELAY_ENV_ID",
+    "EnvAdapter",
+    "EnvBackend",
+    "EnvInfo",
+    "make_env",
+    "probe_env",
+    "register_env_backend",
+    "register_fastrl_envs",
+]

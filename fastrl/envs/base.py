@@ -2,8 +2,9 @@
 
 An adapter writes each observation into an array the executor hands it (a row of the
 shared trajectory buffer), so observations are never copied between processes or pickled.
-``make_env`` returns one (``GymEnv`` for gymnasium envs, ``AtariEnv`` for ALE ids); the
-executor holds a list of them and calls nothing else.
+``make_env`` returns one (``GymEnv`` for gymnasium envs, ``AtariEnv`` for ALE ids, or a user's own:
+a ``module:factory`` may return any object with these members, checked before the run starts;
+docs/extending.md); the executor holds a list of them and calls nothing else.
 """
 
 from __future__ import annotations

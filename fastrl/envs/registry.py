@@ -1,10 +1,17 @@
-"""From an env id (gymnasium id, ALE id or 'package.module:factory') to an executor adapter."""
+"""From an env id to an executor adapter, through registered env backends.
+
+A backend claims ids and makes adapters (``fastrl.envs.base.EnvAdapter``: reset and step straight into buffer
+rows). Asked in order, the first that claims an id makes it: ``factory`` ('package.module:factory': a
+gymnasium.Env, wrapped, or an adapter that writes its rows itself, checked against the contract), ``atari``
+(ALE ids), ``minigrid``, then ``gymnasium`` (every other registered id). Another package adds one with
+``register_env_backend`` (docs/extending.md)."""
 
 from __future__ import annotations
 
 import difflib
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -75,38 +82,120 @@ def _parameters(factory) -> set[str]:
         return set()
 
 
+@dataclass(frozen=True)
+class EnvBackend:
+    """One way of making envs: the ids it claims, and the adapter it makes for one of them."""
+
+    name: str
+    claims: Callable[[str], bool]  # whether an env id is this backend's
+    make: Callable[[EnvConfig, int], EnvAdapter]  # (config, the env's global index) -> its adapter
+    summary: str = ""
+
+
+_BACKENDS: dict[str, EnvBackend] = {}  # in the order they are asked: the first that claims an id makes it
+
+
+def register_env_backend(backend: EnvBackend, before: str | None = None) -> EnvBackend:
+    """Make ``backend`` claim env ids, asked before the backend named ``before`` (default: after every other,
+    gymnasium's registry last of all); a name registered again replaces its backend where it stands."""
+    if not backend.name or not callable(backend.claims) or not callable(backend.make):
+        raise ValueError(f"register_env_backend: needs a name, claims(id) and make(config, index); got {backend!r}")
+    if backend.name in _BACKENDS:
+        _BACKENDS[backend.name] = backend
+        return backend
+    names = list(_BACKENDS)
+    if before is not None and before not in _BACKENDS:
+        raise ValueError(f"register_env_backend: no backend named {before!r} ({', '.join(names)})")
+    anchor = before or (GYMNASIUM if GYMNASIUM in _BACKENDS else None)  # gymnasium claims every id: keep it last
+    at = names.index(anchor) if anchor is not None else len(names)
+    order = list(_BACKENDS.items())
+    order.insert(at, (backend.name, backend))
+    _BACKENDS.clear()
+    _BACKENDS.update(order)
+    return backend
+
+
+def backends() -> tuple[EnvBackend, ...]:
+    return tuple(_BACKENDS.values())
+
+
 def make_env(config: EnvConfig, env_index: int = 0) -> EnvAdapter:
-    """Build one env adapter; its randomness comes only from the seeds passed to ``reset``.
-
-    A ``module:factory`` that takes an ``env_index`` argument gets the env's global index, so
-    envs can differ by index (e.g. gala's straggler benchmark gives one learner's envs slow steps).
-    """
+    """Build one env adapter with the first backend that claims ``config.id``; its randomness comes only from the
+    seeds passed to ``reset``. ``env_index``: the env's global index (what a factory may take)."""
     register_fastrl_envs()
-    env_id = config.id
-    if ":" in env_id:
-        factory = _load_factory(env_id)
-        kwargs = dict(config.kwargs)
-        if "env_index" in _parameters(factory):
-            kwargs["env_index"] = env_index
-        env = factory(**kwargs)
-        if not isinstance(env, gym.Env):
-            raise UnsupportedEnvError(
-                f"env.id = {env_id!r}: the factory returned {type(env).__name__}, not a gymnasium.Env"
-            )
-        return GymEnv(env_id, env)
-    if _is_atari(env_id):
-        from fastrl.envs.atari import AtariEnv
+    for backend in _BACKENDS.values():
+        if backend.claims(config.id):
+            return backend.make(config, env_index)
+    raise UnsupportedEnvError(f"env.id = {config.id!r}: no env backend claims it")  # gymnasium's claims every id
 
-        return AtariEnv(env_id, config.atari, config.kwargs)
-    from fastrl.envs.minigrid import is_minigrid_id, make_minigrid
 
-    if is_minigrid_id(env_id):
-        return GymEnv(env_id, make_minigrid(env_id, **config.kwargs))
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+def _make_from_factory(config: EnvConfig, env_index: int) -> EnvAdapter:
+    """``module:factory``: a gymnasium.Env (wrapped) or an adapter that writes its own rows (checked here). A
+    factory that takes an ``env_index`` argument gets the env's global index, so envs can differ by index (gala's
+    straggler benchmark gives one learner's envs slow steps)."""
+    factory = _load_factory(config.id)
+    kwargs = dict(config.kwargs)
+    if "env_index" in _parameters(factory):
+        kwargs["env_index"] = env_index
+    env = factory(**kwargs)
+    if isinstance(env, gym.Env):
+        return GymEnv(config.id, env)
+    missing = adapter_contract_gaps(env)
+    if missing:
+        raise UnsupportedEnvError(
+            f"env.id = {config.id!r}: the factory returned {type(env).__name__}, neither a gymnasium.Env nor an env "
+            f"adapter: it lacks {', '.join(missing)} (fastrl.envs.base.EnvAdapter; docs/extending.md)"
+        )
+    return env
+
+
+ADAPTER_ATTRIBUTES = ("obs_shape", "obs_dtype", "obs_layout", "action_spec", "n_actions", "frames_per_step")
+ADAPTER_METHODS = ("reset", "step", "get_state", "set_state", "probe", "close")
+
+
+def adapter_contract_gaps(env) -> list[str]:
+    """What ``env`` lacks of the ``EnvAdapter`` contract (empty: it is one)."""
+    gaps = [f"attribute {name!r}" for name in ADAPTER_ATTRIBUTES if not hasattr(env, name)]
+    gaps += [f"method {name}()" for name in ADAPTER_METHODS if not callable(getattr(env, name, None))]
+    if not gaps and not isinstance(env.action_spec, ActionSpec):
+        gaps.append("an action_spec that is a fastrl.envs.actions.ActionSpec")
+    return gaps
+
+
+def _make_atari(config: EnvConfig, env_index: int) -> EnvAdapter:
+    from fastrl.envs.atari import AtariEnv
+
+    return AtariEnv(config.id, config.atari, config.kwargs)
+
+
+def _is_minigrid(env_id: str) -> bool:
+    from fastrl.envs.minigrid import is_minigrid_id
+
+    return is_minigrid_id(env_id)
+
+
+def _make_minigrid(config: EnvConfig, env_index: int) -> EnvAdapter:
+    from fastrl.envs.minigrid import make_minigrid
+
+    return GymEnv(config.id, make_minigrid(config.id, **config.kwargs))
+
+
+def _make_gymnasium(config: EnvConfig, env_index: int) -> EnvAdapter:
+    if config.id not in gym.registry:
+        close = difflib.get_close_matches(config.id, list(gym.registry), n=3)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise UnsupportedEnvError(f"env.id = {env_id!r} is not a registered gymnasium env{hint}")
-    return GymEnv(env_id, gym.make(env_id, **config.kwargs))
+        raise UnsupportedEnvError(f"env.id = {config.id!r} is not a registered gymnasium env{hint}")
+    return GymEnv(config.id, gym.make(config.id, **config.kwargs))
+
+
+GYMNASIUM = "gymnasium"
+for _backend in (
+    EnvBackend("factory", lambda env_id: ":" in env_id, _make_from_factory, "'package.module:factory' ids"),
+    EnvBackend("atari", _is_atari, _make_atari, "ALE ids, with fastrl's own frame preprocessing"),
+    EnvBackend("minigrid", _is_minigrid, _make_minigrid, "MiniGrid-* ids, their grid as one-hot cells"),
+    EnvBackend(GYMNASIUM, lambda env_id: True, _make_gymnasium, "every other id: gymnasium.make"),
+):
+    register_env_backend(_backend)
 
 
 def probe_env(config: EnvConfig) -> EnvInfo:
