@@ -3,7 +3,7 @@
 Agents i = 0..n-1 on a directed ring (i sends to i+1); under torchrun the n agents are every rank's
 learners, learner i of rank r being agent r·(learners per rank) + i. After its local update δ_i^k an agent
 holds the half-step h_i^k = x_i^k - δ_i^k, sends it, and mixes what it received:
-x_i^{k+1} = (h_i^k + m_{i-1}) / 2 (the issue's x_i ← (x_i + Σ_j m_j) / (1 + |N_in|), one in-peer).
+x_i^{k+1} = (h_i^k + m_{i-1}) / 2 (GALA's x_i ← (x_i + Σ_j m_j) / (1 + |N_in|) with one in-peer).
 
 The ε-ball (GALA's Proposition 1: agents stay within ε of their average x̄ when every update
 is bounded, ‖δ_i^k‖ ≤ L). The two bounds below are derived for exactly this mixing rule, one

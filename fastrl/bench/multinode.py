@@ -72,7 +72,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONFIGS = ("configs/cartpole_sync.toml", "configs/pong_sync.toml")
 DEFAULT_SIZES = ("4K", "16K", "64K", "256K", "1M", "4M", "16M")
 DEFAULT_NODES = (8, 64)
-RANK_COUNTS = (1, 2)  # the localhost measurement; the sweep needs the 2-rank group
+RANK_COUNTS = (1, 2)  # the baseline and the smallest group: what one localhost can measure of a cluster
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Learning: the learner waits for full slots, runs its mode's schedule (``fastrl.modes``) of an update
 rule's steps (A2C, delayed A2C, PPO, IMPALA), publishes θ and releases the envs; gala learners also
-gossip with each other. Imports nothing heavy: the process room reads the update sizes from here."""
+gossip with each other. Imports nothing heavy: the last-checkpoint path and the schedules read the update sizes
+from here."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A worker process and the serial loop drive components the same way: build, ``sta
 until the run stops, ``shutdown``, ``close``. Executors and actors (``fastrl.sampling``) hold
 nothing that must outlive the run, so their ``shutdown`` does nothing; a learner's
 (``fastrl.learning``) writes the checkpoint of its last good state. The protocol is structural:
-the roles do not import it, so the sampling and learning rooms never import this one.
+the roles do not import it, so ``fastrl.sampling`` and ``fastrl.learning`` never import this module.
 """
 
 from __future__ import annotations
