@@ -86,6 +86,7 @@ def _resume_one_rollout(run_dir, checkpoint: dict) -> None:
     assert summary["frames"] == more
 
 
+@pytest.mark.slow  # seconds of a real run: the default run keeps one test of each fault
 def test_a_dropped_terminal_stops_the_run_with_its_checkpoint(tmp_path):
     """The run writes to a terminal that goes away: its shell's SIGHUP reaches every process, every later
     write to the terminal fails (EIO), and the run still ends cleanly with an exact checkpoint."""
@@ -124,6 +125,7 @@ def test_when_no_barrier_comes_the_learner_saved_first(tmp_path):
     assert not set(leaked) & set(list_segments()), "the next run did not sweep what the SIGKILL left"
 
 
+@pytest.mark.slow  # seconds of a real run: the default run keeps one test of each fault
 def test_a_signal_while_the_run_is_set_up_leaves_no_segment(tmp_path):
     run_dir = tmp_path / "run"
     proc = _start(run_dir, *SLOW_CARTPOLE)

@@ -68,6 +68,7 @@ def test_a_directory_holding_a_run_is_refused_to_a_new_one(tmp_path):
     assert {p: (p.stat().st_ino, p.read_bytes()) for p in files} == before, "the refused run touched the first's"
 
 
+@pytest.mark.slow  # seconds of a real run: the default run keeps one test of each fault
 def test_a_running_runs_directory_is_refused_to_any_other(tmp_path):
     run = tmp_path / "run"
     slow = ["--set", "env.id='CartPole-v1'", "--set", "model.name='mlp'", "--set", "engine.envs=8", "--set",

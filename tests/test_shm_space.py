@@ -80,6 +80,7 @@ echo "left:$(ls /dev/shm)"
     assert "left:\n" in out
 
 
+@pytest.mark.slow  # seconds of a real run: the default run keeps one test of each fault
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a segment to another uid needs root")
 def test_another_users_dead_segment_is_left_alone_without_a_traceback(tmp_path):
     """A sticky /dev/shm owned by neither: this user may not unlink another's file there (PermissionError)."""
@@ -112,6 +113,7 @@ def test_the_sweep_leaves_other_users_segments(monkeypatch):
         segment.unlink(missing_ok=True)
 
 
+@pytest.mark.slow  # seconds of a real run: the default run keeps one test of each fault
 def test_a_worker_killed_by_sigbus_is_reported_as_shared_memory_running_out(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "fastrl.cli", "train", "--run-dir", str(run_dir),
