@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from fastrl.buffers import BufferPlan
 from fastrl.buffers.arena import ArenaSpec
+from fastrl.buffers.slots import SlotMap
 from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo
 from fastrl.modes import ModeSpec, mode_of
@@ -104,6 +105,11 @@ class RunSpec:
     @property
     def rank_count(self) -> int:
         return self.ranks.ranks if self.ranks else 1
+
+    @property
+    def slot_map(self) -> SlotMap:
+        """Where each env's steps live in the slots (the data path's addressing, in one place)."""
+        return SlotMap(self.steps, self.envs, self.mode.storages)
 
     @property
     def local_rank(self) -> int:

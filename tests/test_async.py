@@ -72,7 +72,7 @@ def test_async_serial_returns_every_slot(tmp_path, monkeypatch):
     summary, _ = _train(tmp_path, "serial", "engine.serial=true", "engine.executors=2", "run.total_frames=2000")
     assert summary["status"] == "complete"
     held = [int(ex.row[i]) // (ex.steps + 1) for ex in executors for i in range(len(ex.env_list))
-            if i not in ex.waiting]
+            if i not in ex.cycle.waiting]
     full = [decode_full(message, 8)[0] for message in seen["full"] + seen["batch"]]  # (slot, env) messages
     everything = sorted(seen["free"] + full + held)
     assert seen["slots"] == 8 + 2 * 4

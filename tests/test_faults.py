@@ -78,7 +78,7 @@ def test_on_error_reset_marks_the_failed_step_done(tmp_path, monkeypatch):
 
     class Recording(Learner):
         def _barrier(self):
-            storage = self.buffers.slots.storage(self.mode.first_slot(self.rollout, self.spec.envs), self.spec.envs)
+            storage = self.buffers.slots.storage(self.spec.slot_map.storage_slot(self.rollout), self.spec.envs)
             seen.append((storage["done"][:, : self.spec.steps].copy(), storage["reward"][:, : self.spec.steps].copy()))
             super()._barrier()
 

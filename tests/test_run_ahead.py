@@ -29,7 +29,7 @@ class AheadLearner(Learner):
 
     def _barrier(self):
         j = self.rollout
-        following = self.buffers.slots.storage(self.mode.first_slot(j + 1, ENVS), ENVS)
+        following = self.buffers.slots.storage(self.spec.slot_map.storage_slot(j + 1), ENVS)
         AheadLearner.seen[j] = int((following["version"][:, 0] == j + 1).sum())
         super()._barrier()
 

@@ -21,7 +21,7 @@ def _record_storages(monkeypatch, seen: list) -> None:
 
     class Recording(Learner):
         def _barrier(self):
-            first = self.mode.first_slot(self.rollout, self.spec.envs)
+            first = self.spec.slot_map.storage_slot(self.rollout)
             seen.append({k: v.copy() for k, v in self.buffers.slots.storage(first, self.spec.envs).items()})
             super()._barrier()
 

@@ -26,13 +26,12 @@ from fastrl.algos import minibatches
 from fastrl.algos.minibatches import minibatch_indices  # noqa: F401 - PPO's, where its tests look for it
 from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import Losses, Update, UpdateRule, checked_losses, gradients_of
-from fastrl.buffers.control import Stat
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 from fastrl.models.normalizer import observe_returns
 from fastrl.models.recurrent import hidden_size, unroll
 
 PPO_STREAM = 3  # seeding purpose of the minibatch permutations (see fastrl.seeding)
-PPO_COLUMNS = (Stat.POLICY_LOSS, Stat.VALUE_LOSS, Stat.ENTROPY, Stat.CLIP_FRACTION, Stat.APPROX_KL)
+PPO_COLUMNS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")  # the means it reports
 
 
 @dataclass

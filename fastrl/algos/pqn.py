@@ -39,7 +39,6 @@ from csrc_free_kernels.gae import gae
 from fastrl.algos import minibatches
 from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import Update, UpdateRule, checked_losses, gradients_of
-from fastrl.buffers.control import Stat
 from fastrl.envs.actions import DISCRETE
 from fastrl.learning.schedules import FrameClock
 from fastrl.models.distributions import ActionDistribution
@@ -228,9 +227,9 @@ class PQN(UpdateRule):
         td_loss, q_mean = (sums / max(steps, 1)).tolist()
         epsilon = epsilon_at(self.options, self.clock, rollout) if self.clock is not None else float("nan")
         return {
-            Stat.POLICY_LOSS: 0.0,
-            Stat.VALUE_LOSS: td_loss,
-            Stat.ENTROPY: 0.0,
+            "policy_loss": 0.0,
+            "value_loss": td_loss,
+            "entropy": 0.0,
             "q_mean": q_mean,
             "epsilon": epsilon,
         }

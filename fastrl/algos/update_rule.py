@@ -27,19 +27,18 @@ from typing import Any
 
 import torch
 
-from fastrl.buffers.control import Stat
+from fastrl.algos.sharding import Solo
 from fastrl.buffers.device_storage import DeviceStorage
 from fastrl.config import AlgoConfig
 from fastrl.errors import NonFiniteError
 from fastrl.models.distributions import ActionDistribution, distribution_for
 from fastrl.models.normalizer import observe_observations, observed_rows
 from fastrl.models.recurrent import hidden_size, unroll
-from fastrl.ranks.cohort import Solo
 
 # the learner's checked optimizer step (fastrl.learning.checked_step): (net, gradients, and optionally the
 # minibatch's policy/value/entropy loss terms) -> the gradient norm, a tensor while its checks wait for the update's end
 Step = Callable[..., "float | torch.Tensor"]
-Losses = dict[Stat | str, float]  # a rule's learn: loss terms by stats column (or name), its own metrics by name
+Losses = dict[str, float]  # a rule's learn, by name: "policy_loss", "value_loss", "entropy", and its own metrics
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,7 @@ def checked_losses(rollout: int, policy_loss: float, value_loss: float, entropy:
             f"non-finite loss (policy {policy_loss}, value {value_loss}, entropy {entropy}) on the data of "
             f"rollout {rollout}; no update was made from it"
         )
-    return {Stat.POLICY_LOSS: policy_loss, Stat.VALUE_LOSS: value_loss, Stat.ENTROPY: entropy}
+    return {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
 
 
 def gradients_of(net: torch.nn.Module) -> list[torch.Tensor]:

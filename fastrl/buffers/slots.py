@@ -67,17 +67,48 @@ class SlotShape:
         return tuple(self.action_shape) if name in ("action", "u") else ()
 
 
+@dataclass(frozen=True)
+class SlotMap:
+    """Where each step of each env lives: the one place the data path's addressing is computed.
+
+    Slot s holds rows ``s * (T + 1) .. s * (T + 1) + T`` of the flat views. In a barrier mode rollout j of
+    env e fills slot ``(j % storages) * envs + e``, so one rollout's storage is ``envs`` consecutive slots
+    and its rows run from ``storage_slot(j) * (T + 1)``; a queued mode hands slots out from a queue."""
+
+    steps: int  # T
+    envs: int = 0  # this rank's envs (barrier modes)
+    storages: int = 1  # slots per env (barrier modes): 2 where the envs run ahead (hts)
+
+    def first_row(self, slot: int) -> int:
+        return slot * (self.steps + 1)
+
+    def slot_of(self, row: int) -> int:
+        return row // (self.steps + 1)
+
+    def storage_slot(self, rollout: int) -> int:
+        """The first slot of the storage rollout ``rollout`` fills."""
+        return (rollout % self.storages) * self.envs
+
+    def slot(self, env: int, rollout: int) -> int:
+        return self.storage_slot(rollout) + env
+
+    def storage_of_row(self, row: int) -> int:
+        """Which storage a row belongs to (0 .. storages - 1): in hts, whose weights act on it."""
+        return (row // ((self.steps + 1) * self.envs)) % self.storages
+
+
 class TrajectorySlots:
     def __init__(self, arrays: dict[str, np.ndarray], shape: SlotShape):
         self.shape = shape
         self.steps = shape.steps
+        self.map = SlotMap(shape.steps)
         self.fields = {name: arrays[name] for name, _, _ in shape.arrays()}
         n_rows = shape.slots * (shape.steps + 1)
         # Flat [rows, ...] views of the same memory: one fancy-index gathers a whole batch.
         self.rows: dict[str, np.ndarray] = {name: a.reshape((n_rows,) + a.shape[2:]) for name, a in self.fields.items()}
 
     def row(self, slot: int, t: int) -> int:
-        return slot * (self.steps + 1) + t
+        return self.map.first_row(slot) + t
 
     def gather(self, slots: list[int]) -> dict[str, np.ndarray]:
         """``[len(slots), T + 1, ...]`` copies of any slots (async batches are not contiguous).

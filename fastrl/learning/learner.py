@@ -62,7 +62,14 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Learner", "NonFiniteError"]
 
-LOSS_COLUMNS = {"policy_loss": Stat.POLICY_LOSS, "value_loss": Stat.VALUE_LOSS, "entropy": Stat.ENTROPY}
+# the losses every rule reports, and PPO's diagnostics: their stats columns (an algorithm's own: metric_keys)
+LOSS_COLUMNS = {
+    "policy_loss": Stat.POLICY_LOSS,
+    "value_loss": Stat.VALUE_LOSS,
+    "entropy": Stat.ENTROPY,
+    "clip_fraction": Stat.CLIP_FRACTION,
+    "approx_kl": Stat.APPROX_KL,
+}
 
 
 class Learner:
@@ -225,7 +232,7 @@ class Learner:
 
     def _barrier(self) -> None:
         j = self.rollout
-        first = self.mode.first_slot(j, self.spec.envs) + self.owned.start
+        first = self.spec.slot_map.storage_slot(j) + self.owned.start
         storage = self.buffers.slots.storage(first, len(self.owned))
         self._check_versions(storage, j)
         frames = (j + 1) * self.frames_per_update
@@ -255,12 +262,10 @@ class Learner:
         if self.rewards is not None:
             self.rewards.commit()
 
-    def _column(self, key: Stat | str) -> int:
-        """The stats column of a loss term (a ``Stat``) or of a metric the algorithm registered (its name)."""
-        if isinstance(key, Stat):
-            return key
+    def _column(self, key: str) -> int:
+        """The stats column of a loss term or of a metric the algorithm registered, by its name."""
         try:
-            return LOSS_COLUMNS.get(key) or self.metric_columns[key]
+            return LOSS_COLUMNS[key] if key in LOSS_COLUMNS else self.metric_columns[key]
         except KeyError:
             raise RuntimeError(
                 f"algorithm {self.algo.name!r}'s rule reported the metric {key!r}, which its registration does not "

@@ -79,12 +79,6 @@ class ModeSpec:
         with θ_j from slot j % 2 while θ_{j+1} may already sit in the other)."""
         return self.storages if self.run_ahead else 1
 
-    def slot(self, env: int, rollout: int, envs: int) -> int:
-        return self.first_slot(rollout, envs) + env
-
-    def first_slot(self, rollout: int, envs: int) -> int:
-        return (rollout % self.storages) * envs
-
     def slot_count(self, envs: int, batch_slots: int) -> int:
         return envs + 2 * batch_slots if self.queued else envs * self.storages
 

@@ -31,6 +31,7 @@ from datetime import timedelta
 
 import torch
 
+from fastrl.algos.sharding import Solo
 from fastrl.errors import FastrlError
 from fastrl.ranks.gradient_buckets import MB, OverlappedAllReduce
 
@@ -39,34 +40,6 @@ log = logging.getLogger(__name__)
 
 class PeerRankLost(FastrlError, RuntimeError):
     """A cross-rank collective failed: another rank died, hung past dist.timeout_s, or left."""
-
-
-class Solo:
-    """One rank: nothing to share."""
-
-    rank, ranks = 0, 1
-    seconds = 0.0  # spent in collectives with other ranks
-
-    def watch(self, net: torch.nn.Module) -> None:
-        """``net``'s backward passes make the gradients that ``reduce_gradients`` is given."""
-
-    def reduce_gradients(self, grads: list[torch.Tensor]) -> None:
-        pass
-
-    def agree(self, *wishes: bool) -> tuple[bool, ...]:
-        return wishes
-
-    def rows(self, count: int) -> tuple[int, int]:
-        """(the global index of this rank's first row, the global row count) when every rank holds ``count``."""
-        return 0, count
-
-    def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """Every rank's ``x`` concatenated in rank order (along dim 0)."""
-        return x
-
-    def moments(self, count: int, mean: torch.Tensor, var: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
-        """The (count, mean, population variance) of every rank's batch together."""
-        return count, mean, var
 
 
 class Cohort(Solo):

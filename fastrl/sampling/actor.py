@@ -59,7 +59,7 @@ class Actor:
         # one model per weight set: learner l's slot k is set l * slots + k
         self.weight_slots = spec.mode.weight_slots
         sets = spec.learners * self.weight_slots
-        self.slot_rows = (spec.steps + 1) * spec.envs  # rows of one storage: row // slot_rows is its weight slot
+        self.slot_map = spec.slot_map  # a row's storage names its weight slot
         self.models = [self.model] + [copy.deepcopy(self.model) for _ in range(sets - 1)]
         self.params = [
             buffers.shared_params(learner, slot=k) for learner in range(spec.learners) for k in range(self.weight_slots)
@@ -137,10 +137,10 @@ class Actor:
         if len(self.pending) == 1:
             self.pending[0] += messages
             return
-        envs, slots, rows = self.envs_total, self.weight_slots, self.slot_rows
+        envs, slots, slot_map = self.envs_total, self.weight_slots, self.slot_map
         for message in messages:
             env, row = decode_request(message, envs)
-            weights = self.learner_of[env] * slots + (row // rows) % slots  # the row's storage names the slot
+            weights = self.learner_of[env] * slots + slot_map.storage_of_row(row) % slots  # the row's storage
             self.pending[weights].append(message)
 
     def act_ready(self) -> list[np.ndarray]:

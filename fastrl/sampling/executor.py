@@ -18,9 +18,9 @@ final observation into the slot's ``final_obs`` row before the reset overwrites 
 learner can bootstrap the cut return; that copy happens once per truncated episode, never on
 the common path.
 
-``async`` (IMPALA): there is one "go" at the start and no barrier. An env that filled its slot
-pushes the slot's index onto the full queue and takes any free slot (its last observation, kept
-aside, becomes the new slot's row 0); an env finding no free slot waits, the others go on.
+What happens when a rollout may begin and when a slot is full is the mode's
+(``fastrl.sampling.slot_cycles``): barriers (``sync``, ``hts``, ``gala``: rollouts released by the
+learner's "go") or queues (``async``: slots circulating through the free and full queues).
 
 Checkpoints: when the learner asks (control block) at a barrier, where all envs are parked,
 the executor saves every env's state, RNG stream, episode counters and last observation; a
@@ -47,14 +47,8 @@ from fastrl.envs.gym import EnvOutputError
 from fastrl.errors import EnvError
 from fastrl.partition import owner_of, split
 from fastrl.runs.checkpoint import CheckpointStore, read_env_states, write_env_states
-from fastrl.sampling.channels import (
-    Channels,
-    decode_go,
-    decode_rollout_done,
-    encode_full,
-    encode_request,
-    encode_rollout_done,
-)
+from fastrl.sampling.channels import Channels, decode_go, encode_request
+from fastrl.sampling.slot_cycles import cycle_for
 from fastrl.seeding import env_rng
 from fastrl.spec import RunSpec, WorkerIds
 
@@ -120,16 +114,9 @@ class Executor:
         self.env_rollout = [-1] * n  # the rollout each env is filling, or finished and parked at
         self.saved_rollout = -1
         self.first_rollout = spec.resume.rollout if spec.resume else 0
-        # async: envs waiting for a free slot (local indices, in order), whether each has begun,
-        # and each one's last observation, kept aside because its full slot may be reused at once
-        self.queued = spec.mode.queued
-        self.waiting: list[int] = []
-        self.fresh = [True] * n
-        self.last_obs = np.zeros((n, *spec.env_info.obs_shape), spec.env_info.obs_dtype) if self.queued else None
-        self.last_hidden = (
-            np.zeros((n, self.hidden.shape[1]), np.float32) if self.queued and self.hidden is not None else None
-        )
+        self.slots = spec.slot_map  # where each env's steps live
         self.rngs, self.restored = self._streams_and_states()
+        self.cycle = cycle_for(self)  # the mode's part: barriers, or the async queues
 
     def _streams_and_states(self) -> tuple[list[np.random.Generator], dict[int, dict]]:
         """Each env's RNG stream, and the saved states a resumed run continues from (by local index)."""
@@ -156,8 +143,7 @@ class Executor:
         """Handle every message waiting in the inbox; ``timeout`` 0 never blocks (serial mode)."""
         if self.save_request[0] - 1 > self.saved_rollout:  # the learner asks for env states (a checkpoint)
             self._save_env_states(self.control.requested_env_save())
-        if self.waiting:
-            self._take_free_slots(timeout if len(self.waiting) == len(self.env_list) else 0)
+        self.cycle.poll(timeout)  # async: free slots for envs waiting for one
         started = time.perf_counter()
         try:
             messages = self.channels.inboxes[self.index].get_many(block=timeout > 0, timeout=timeout)
@@ -180,16 +166,16 @@ class Executor:
             else:
                 self._step(self.local_of[message], requests, finished, episodes)
                 if self.pending_requests >= self.group_size:
-                    self._flush(requests)  # the actor works on this group while we step the next
-        self._flush(requests)
+                    self.flush(requests)  # the actor works on this group while we step the next
+        self.flush(requests)
         timeout = self.spec.config.reliability.queue_timeout_s
         if finished:
-            self._report_finished(finished, timeout)
+            self.cycle.report(finished, timeout)
         if episodes:
             self.channels.episodes.put_many(episodes, timeout=timeout)
         self.timing[Clock.ENV] += time.perf_counter() - begun
 
-    def _flush(self, requests: dict[int, list[int]]) -> None:
+    def flush(self, requests: dict[int, list[int]]) -> None:
         timeout = self.spec.config.reliability.queue_timeout_s
         for actor, batch in requests.items():
             if not batch:
@@ -206,23 +192,8 @@ class Executor:
         requests, self.direct_requests = self.direct_requests, []
         return requests
 
-    def _report_finished(self, finished: list[int], timeout: float) -> None:
-        """Full slots (async) or envs done with their rollout, to whichever learner owns them."""
-        if self.queued:
-            self.channels.full.put_many(finished, timeout=timeout)
-            if self.waiting:
-                self._take_free_slots(0)
-            return
-        if self.learners == 1:
-            self.channels.rollout_done[0].put_many(finished, timeout=timeout)
-            return
-        owners = self.learner_of[decode_rollout_done(np.asarray(finished))[0]]
-        for learner in np.unique(owners):
-            self.channels.rollout_done[learner].put_many(
-                [e for e, o in zip(finished, owners) if o == learner], timeout=timeout
-            )
-
-    def _announce(self, i: int, row: int, requests: dict[int, list[int]]) -> None:
+    def announce(self, i: int, row: int, requests: dict[int, list[int]]) -> None:
+        """Env ``i``'s observation is in ``row``: draw its uniforms and ask its actor for the action."""
         if self.scalar_actions:
             self.u[row] = self.rngs[i].random()
         else:
@@ -232,58 +203,11 @@ class Executor:
         self.pending_requests += 1
 
     def _start_rollout(self, rollout: int, learner: int, requests: dict[int, list[int]]) -> None:
-        """The learner released ``rollout``: its envs parked at the end of the one before begin it."""
+        """The learner released ``rollout``: the mode's cycle starts the envs it may start."""
         self.rollouts[learner] = rollout
-        if self.queued:  # the only "go" of an async run: every env takes a free slot
-            self.waiting = list(range(len(self.env_list)))
-            self._take_free_slots(0, requests)
-            return
-        first = rollout == self.first_rollout
-        for i in self.local_of_learner[learner]:
-            if first or (self.t[i] == self.steps and self.env_rollout[i] == rollout - 1):
-                self._begin_rollout(i, rollout, requests)
+        self.cycle.go(rollout, learner, requests)
 
-    def _begin_rollout(self, i: int, rollout: int, requests: dict[int, list[int]]) -> None:
-        row = self.mode.slot(self.env_list[i], rollout, self.envs_total) * (self.steps + 1)
-        if rollout == self.first_rollout:
-            self._begin(i, row)
-        else:
-            self._carry(row, self.row[i])  # the last observation (and state) of the previous rollout
-        self.t[i] = 0
-        self.env_rollout[i] = rollout
-        self._announce(i, row, requests)
-
-    def _take_free_slots(self, timeout: float, requests: dict[int, list[int]] | None = None) -> None:
-        """async: give waiting envs free slots, in order; blocks up to ``timeout`` only when all wait."""
-        started = time.perf_counter()
-        try:
-            slots = self.channels.free.get_many(
-                block=timeout > 0, timeout=timeout, max_messages_to_get=len(self.waiting)
-            )
-        except Empty:
-            slots = []
-        self.timing[Clock.WAITING] += time.perf_counter() - started
-        own = requests is None
-        if requests is None:
-            requests = {}
-        for slot in slots:
-            i = self.waiting.pop(0)
-            row = slot * (self.steps + 1)
-            if self.fresh[i]:
-                self.fresh[i] = False
-                self._begin(i, row)
-            else:
-                assert self.last_obs is not None  # allocated in __init__ for async (queued) runs, the only callers
-                self.obs[row] = self.last_obs[i]
-                if self.hidden is not None:
-                    assert self.last_hidden is not None  # allocated with last_obs wherever there is a hidden state
-                    self.hidden[row] = self.last_hidden[i]
-            self.t[i] = 0
-            self._announce(i, row, requests)
-        if own:
-            self._flush(requests)
-
-    def _begin(self, i: int, row: int) -> None:
+    def begin(self, i: int, row: int) -> None:
         """The first rollout of this process: restore the env's saved state, or reset it."""
         state = self.restored.pop(i, None)
         if state is None:
@@ -296,7 +220,7 @@ class Executor:
         if self.hidden is not None:
             self.hidden[row] = state["hidden"]
 
-    def _carry(self, row: int, last: int) -> None:
+    def carry(self, row: int, last: int) -> None:
         """Row 0 of an env's next slot goes on from row T of its last: the observation, and a recurrent state."""
         self.obs[row] = self.obs[last]
         if self.hidden is not None:
@@ -329,21 +253,9 @@ class Executor:
         t = self.t[i] = self.t[i] + 1
         if t == self.steps:
             self.row[i] = row + 1
-            if self.queued:  # the slot goes to the learner; the env waits for a free one
-                assert self.last_obs is not None  # allocated in __init__ for queued runs
-                self.last_obs[i] = self.obs[row + 1]
-                if self.hidden is not None:
-                    assert self.last_hidden is not None  # allocated with last_obs wherever there is a hidden state
-                    self.last_hidden[i] = self.hidden[row + 1]
-                finished.append(encode_full((row + 1) // (self.steps + 1), self.env_list[i], self.spec.envs))
-                self.waiting.append(i)
-            else:
-                env, rollout = self.env_list[i], self.env_rollout[i]
-                finished.append(encode_rollout_done(env, rollout))  # the learner counts each rollout's envs apart
-                if self.rollouts[self.learner_of[env]] > rollout:  # run-ahead: its next "go" has come
-                    self._begin_rollout(i, rollout + 1, requests)
+            self.cycle.full(i, row + 1, finished, requests)  # reported; the env goes on as the mode says
         else:
-            self._announce(i, row + 1, requests)
+            self.announce(i, row + 1, requests)
 
     # ------------------------------------------------------------------ env calls and their faults
 

@@ -31,7 +31,7 @@ class RecordingLearner(Learner):
     records: list = []
 
     def _barrier(self):
-        storage = self.buffers.slots.storage(self.mode.first_slot(self.rollout, self.spec.envs), self.spec.envs)
+        storage = self.buffers.slots.storage(self.spec.slot_map.storage_slot(self.rollout), self.spec.envs)
         acted = copy.deepcopy(self.model)
         weights = self.weights[self.rollout % len(self.weights)]
         assert weights.snapshot_into(acted) == self.rollout
