@@ -242,7 +242,8 @@ class _DictWriter:
         self.seen_dtypes: dict[tuple[str, ...], np.dtype] = {}  # part -> the dtype already checked
         self.mask, self.mask_blocks = mask_part(layout), list(mask_blocks)
         # the container the env must return: a dict for a Dict, a tuple for a Tuple; a Discrete's value is the part
-        self.container = {gym.spaces.Dict: dict, gym.spaces.Tuple: (tuple, list)}.get(type(space))
+        containers: dict[type, type | tuple[type, ...]] = {gym.spaces.Dict: dict, gym.spaces.Tuple: (tuple, list)}
+        self.container = containers.get(type(space))
         self.kind = type(space).__name__ if space is not None else "Dict"
 
     def write(self, obs, out: np.ndarray) -> None:
