@@ -97,7 +97,7 @@ def test_state_dict_round_trip_resumes_bit_for_bit():
 def test_config_accepts_rmsprop_tf_and_refuses_a_misspelling():
     assert load_config(None, ["algo.optimizer='rmsprop_tf'"]).algo.optimizer == "rmsprop_tf"
     with pytest.raises(ConfigError, match=r"algo.optimizer = 'rmsproptf': allowed values are "
-                                          r"'rmsprop', 'rmsprop_tf', 'adam', 'sgd'"):
+                                          r"'rmsprop', 'rmsprop_tf', 'adam', 'radam', 'sgd'"):
         load_config(None, ["algo.optimizer='rmsproptf'"])
 
 

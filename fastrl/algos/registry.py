@@ -43,6 +43,7 @@ class Algorithm:
     learns: bool = True  # False: collects only ("none"): reward normalisation has nothing to train
     normalizes_returns: bool = False  # takes algo.normalize_returns (its value loss reads the returns' scale)
     clips_ratio: bool = False  # takes algo.clip_schedule (it clips a probability ratio at algo.clip)
+    epochs: bool = False  # learns in algo.epochs passes of algo.minibatches minibatch steps (else one step per update)
     metrics: tuple[str, ...] = ()  # metrics.jsonl keys its rule reports beside the losses (at most EXTRA_METRICS)
     options: type | str | None = None  # a dataclass of its hyper-parameters (or its path): [algo.options]
     check: Callable[[Config], str | None] | None = None  # its cross-key checks: the error, or None
@@ -223,6 +224,7 @@ register_algorithm(
         summary="PPO: GAE, clipped-ratio epochs over minibatches",
         normalizes_returns=True,
         clips_ratio=True,
+        epochs=True,
         metrics=("clip", "clip_fraction", "approx_kl"),
         check=_ppo_check,
     )
@@ -237,6 +239,7 @@ register_algorithm(
         lags=(0,),
         summary="PQN: Q(lambda) from parallel envs, LayerNorm, no replay or target network, epsilon-greedy",
         metrics=("epsilon", "q_mean"),
+        epochs=True,
         options="fastrl.algos.pqn:PQNOptions",
         sampler="fastrl.algos.pqn:epsilon_greedy_sampler",
         model="fastrl.algos.pqn:q_network",

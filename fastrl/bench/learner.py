@@ -155,11 +155,14 @@ def _is_atari(config: Config) -> bool:
 
 def _minibatch(config: Config) -> tuple[int, int]:
     """Rows of one training step and how many steps' worth of passes a rollout's rows get."""
+    from fastrl.algos.registry import load_algorithm
+    from fastrl.modes import mode_of
+
     algo, engine = config.algo, config.engine
     rows = engine.envs * engine.rollout
-    if algo.name == "ppo":
+    if load_algorithm(algo.name).epochs:  # PPO, PQN: minibatch steps over a rollout's rows, several passes
         return -(-rows // algo.minibatches), algo.epochs
-    if algo.name == "impala":
+    if mode_of(config).queued:  # IMPALA: a batch of full slots
         return algo.batch_slots * engine.rollout, 1
     return rows, 1
 

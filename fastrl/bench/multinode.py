@@ -154,6 +154,7 @@ def parse_size(text: str) -> int:
 
 def build_job(path: str) -> Job:
     """The config's model sizes and batch; raises ConfigError for a bad config (before any process starts)."""
+    from fastrl.algos.registry import load_algorithm
     from fastrl.api import resolve_config
     from fastrl.buffers.params import count_parameters
     from fastrl.envs import probe_env
@@ -163,7 +164,7 @@ def build_job(path: str) -> Job:
     env_info = probe_env(config.env)
     model = build_policy(env_info, config, device="cpu")
     rows = config.engine.envs * config.engine.rollout
-    ppo = config.algo.name == "ppo"  # the one update rule that takes several optimizer steps per update
+    epochs = load_algorithm(config.algo.name).epochs  # PPO, PQN: several optimizer steps per update
     return Job(
         config_path=path,
         config=config,
@@ -172,8 +173,8 @@ def build_job(path: str) -> Job:
         algo=config.algo.name,
         numel=count_parameters(model),
         trainable=sum(p.numel() for p in model.parameters() if p.requires_grad),
-        step_rows=math.ceil(rows / config.algo.minibatches) if ppo else rows,
-        steps_per_update=config.algo.epochs * config.algo.minibatches if ppo else 1,
+        step_rows=math.ceil(rows / config.algo.minibatches) if epochs else rows,
+        steps_per_update=config.algo.epochs * config.algo.minibatches if epochs else 1,
     )
 
 
