@@ -143,6 +143,13 @@ def load_checkpoint_of(path: Path, which: str, trust_code: bool = False) -> tupl
     return checkpoint, config, which
 
 
+def _builtin_models() -> set[str]:
+    """The networks fastrl's own algorithms build (PQN's Q-network): fastrl's code, named by path."""
+    from fastrl.algos.registry import registered
+
+    return {algorithm.model for algorithm in registered() if algorithm.model}
+
+
 def code_named_by(config: Config) -> list[str]:
     """The config's values that name code to import and call: ``module:factory`` env ids and model names, and
     ``module:NAME`` plug-in algorithms."""
@@ -150,7 +157,7 @@ def code_named_by(config: Config) -> list[str]:
     if ":" in config.env.id:
         kwargs = f" with env.kwargs = {config.env.kwargs!r}" if config.env.kwargs else ""
         named.append(f"env.id = {config.env.id!r}{kwargs}")
-    if ":" in config.model.name:
+    if ":" in config.model.name and config.model.name not in _builtin_models():
         kwargs = f" with model.kwargs = {config.model.kwargs!r}" if config.model.kwargs else ""
         named.append(f"model.name = {config.model.name!r}{kwargs}")
     if ":" in config.algo.name:  # a plug-in algorithm: imported wherever its registration is read
