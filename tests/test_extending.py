@@ -59,6 +59,12 @@ def test_the_algorithm_recipe_trains_reports_its_metric_and_keeps_the_engines_de
     assert _digest(one) == _digest(two)  # inherited: bit-identical across layouts
 
 
+def test_the_env_backend_recipe_trains(recipes):
+    summary, _ = _train(recipes, "my_corridor", "run", "run.total_frames=512", "run.target_return=inf")
+    assert summary["status"] == "complete" and summary["frames"] == 512 and summary["episodes"] > 0
+
+
+@pytest.mark.slow  # ~30 s on 2 cores: four runs
 def test_the_env_backend_recipe_writes_its_rows_learns_and_resumes(recipes):
     summary, run_dir = _train(recipes, "my_corridor", "run")
     assert summary["status"] == "complete" and summary["final_return_mean"] == 1.0  # every episode reaches the end
