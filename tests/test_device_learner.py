@@ -63,9 +63,11 @@ def test_every_storage_field_reaches_the_device_once_per_update(tmp_path, monkey
 
 @pytest.mark.parametrize("config, overrides", [
     ("configs/pong_sync.toml", PONG + ["run.total_frames=2048"]),  # sync PPO, normalised inputs and returns
-    ("configs/pong_hts.toml", PONG + ["run.total_frames=2048"]),  # hts PPO: the trainee, one version ahead
-    ("configs/cartpole_ppo.toml", ["run.total_frames=4096", "model.lstm=16", "algo.minibatches=2",
-                                   "run.progress=false", "run.tensorboard=false"]),  # whole rollouts replayed
+    pytest.param("configs/pong_hts.toml", PONG + ["run.total_frames=2048"],  # hts PPO: the trainee, a version ahead
+                 marks=pytest.mark.slow),
+    pytest.param("configs/cartpole_ppo.toml", ["run.total_frames=4096", "model.lstm=16", "algo.minibatches=2",
+                                               "run.progress=false", "run.tensorboard=false"],  # whole rollouts
+                 marks=pytest.mark.slow),
 ])
 def test_checks_deferred_to_the_end_of_an_update_train_the_same_bits(tmp_path, config, overrides):
     digests = []
