@@ -120,40 +120,13 @@ def with_space(kind: str = "text") -> gym.Env:
     return WithSpace(kind)
 
 
-class DiscreteParts(gym.Env):
-    """A Dict of a vector, a Discrete(4, start=1) direction and MultiBinary(3) flags, random each step
-    (``value`` replaces one part's value: the per-step checks)."""
-
-    def __init__(self, bad: dict | None = None):
-        self.observation_space = gym.spaces.Dict({
-            "vec": gym.spaces.Box(-1, 1, (2,), np.float32),
-            "direction": gym.spaces.Discrete(4, start=1),
-            "flags": gym.spaces.MultiBinary(3),
-        })
-        self.action_space = gym.spaces.Discrete(2)
-        self.bad = bad or {}
-
-    def _obs(self) -> dict:
-        return {**self.observation_space.sample(), **self.bad}
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.observation_space.seed(seed)
-        return self._obs(), {}
-
-    def step(self, action):
-        return self._obs(), 0.0, False, False, {}
-
-
-def discrete_parts(bad: dict | None = None) -> gym.Env:
-    return DiscreteParts(bad)
-
-
 class _Fixed(gym.Env):
-    """An env of any observation space: each observation a sample of it (or ``returns``), any action."""
+    """An env of any observation space: each observation a sample of it (or ``returns``; a Dict's sample with the
+    parts of ``bad`` replaced), any action."""
 
-    def __init__(self, space, returns=None):
-        self.observation_space, self.action_space, self.returns = space, gym.spaces.Discrete(2), returns
+    def __init__(self, space, returns=None, bad: dict | None = None):
+        self.observation_space, self.action_space = space, gym.spaces.Discrete(2)
+        self.returns, self.bad = returns, bad or {}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -164,7 +137,20 @@ class _Fixed(gym.Env):
         return self._obs(), 0.0, False, False, {}
 
     def _obs(self):
-        return self.returns if self.returns is not None else self.observation_space.sample()
+        if self.returns is not None:
+            return self.returns
+        sample = self.observation_space.sample()
+        return {**sample, **self.bad} if self.bad else sample
+
+
+def discrete_parts(bad: dict | None = None) -> gym.Env:
+    """A Dict of a vector, a Discrete(4, start=1) direction and MultiBinary(3) flags, random each step (``bad``
+    replaces parts' values: the per-step checks)."""
+    return _Fixed(gym.spaces.Dict({
+        "vec": gym.spaces.Box(-1, 1, (2,), np.float32),
+        "direction": gym.spaces.Discrete(4, start=1),
+        "flags": gym.spaces.MultiBinary(3),
+    }), bad=bad)
 
 
 def with_observation_space(space, returns=None) -> gym.Env:
