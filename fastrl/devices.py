@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import warnings
 from typing import TYPE_CHECKING
 
 from fastrl.config import AUTO, ConfigError
@@ -130,10 +131,14 @@ def configure_cuda(config: Config, device: torch.device) -> None:
 
     if device.type != "cuda":
         return
+    if device.index is None:  # plain "cuda" names the current GPU; set_device wants its index
+        device = torch.device("cuda", torch.cuda.current_device())
     torch.cuda.set_device(device)
     tf32 = bool(config.model.tf32)
     torch.backends.cuda.matmul.allow_tf32 = tf32  # torch's default is off for matmuls ...
     torch.backends.cudnn.allow_tf32 = tf32  # ... and on for convolutions: set both, as the config says
+    if not tf32:  # off as the config says (the log line below records it): inductor's advice to turn it on is noise
+        warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores", category=UserWarning)
     deterministic = bool(config.engine.deterministic_cuda)
     torch.backends.cudnn.benchmark = not deterministic  # autotuning picks kernels by timing: run to run they differ
     torch.backends.cudnn.deterministic = deterministic

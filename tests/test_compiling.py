@@ -45,7 +45,7 @@ def nature_pair():
     eager = NatureCNN((4, 84, 84), 6, normalize_obs=True).eval()
     with torch.no_grad():  # statistics away from their prior, so the normaliser's arithmetic is exercised
         eager.obs_normalizer.observe(random_frames(64).float())
-    return eager, compile_policy(copy.deepcopy(eager), True)
+    return eager, compile_policy(copy.deepcopy(eager), "default")
 
 
 def test_compiled_policy_samples_the_actions_of_the_eager_one(nature_pair):
@@ -87,13 +87,41 @@ def _config(model_compile, total_frames=10_000_000) -> Config:
     return config
 
 
-def test_auto_compiles_image_models_on_the_cpu_in_long_runs_only():
+def test_auto_compiles_image_models_in_long_runs_only():
     assert compiles(_config(AUTO), CPU, image_model=True)
     assert not compiles(_config(AUTO, COMPILE_PAYS_FRAMES - 1), CPU, image_model=True)  # start-up would not pay
     assert not compiles(_config(AUTO), CPU, image_model=False)  # an MLP's forward is too small to gain
-    assert not compiles(_config(AUTO), torch.device("cuda"), image_model=True)  # not measured on a GPU yet
     assert compiles(_config(True, 1), CPU, image_model=False)  # true: whatever the model and length
     assert not compiles(_config(False), CPU, image_model=True)
+
+
+def test_auto_compiles_on_cuda_but_not_recurrent_models(monkeypatch):
+    monkeypatch.setattr(compiling, "compile_unavailable", lambda device_type="cpu": None)  # as where Triton is
+    cuda = torch.device("cuda", 0)
+    assert compiles(_config(AUTO), cuda, image_model=True)  # measured on an H200: the actors' forward 7.9x
+    recurrent = _config(AUTO)
+    recurrent.model.lstm = 256
+    assert not compiles(recurrent, cuda, image_model=True)  # CUDA graphs against carried states: not measured
+    assert compiles(recurrent, CPU, image_model=True)
+
+
+@pytest.mark.parametrize(
+    ("mode", "device", "role", "expected"),
+    [
+        (AUTO, "cpu", "actor", "default"),
+        (AUTO, "cpu", "learner", "default"),
+        (AUTO, "cuda", "actor", "reduce-overhead"),  # the default job's bottleneck: launches of 16-row forwards
+        (AUTO, "cuda", "learner", None),  # eager: compiling measured no faster, and it was not the limit
+        ("reduce-overhead", "cuda", "learner", "reduce-overhead"),  # as set by hand
+        ("max-autotune", "cpu", "learner", "max-autotune"),
+    ],
+)
+def test_compile_mode_auto_replays_cuda_graphs_in_cuda_actors_only(mode, device, role, expected):
+    config = _config(True)
+    config.model.compile_mode = mode
+    assert compiling.compile_mode_for(config, torch.device(device), role) == expected
+    config.model.compile = False
+    assert compiling.compile_mode_for(config, torch.device(device), role) is None  # eager: no mode at all
 
 
 def test_compile_is_refused_where_torch_cannot_compile_and_auto_falls_back(monkeypatch):

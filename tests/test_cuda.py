@@ -67,6 +67,21 @@ def test_parameters_are_bit_identical_across_actor_and_executor_layouts_on_the_d
     assert len(digests) == 1
 
 
+@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs: the CPU's compiled layouts are tests/test_compiling.py's")
+@pytest.mark.parametrize("config", ["configs/pong_sync.toml", "configs/pong_async.toml"])
+def test_cuda_graph_actors_train_the_same_bits_in_every_layout(tmp_path, config):
+    """model.compile's "auto" mode on CUDA: the actors replay one recorded graph of their fixed micro-batch,
+    in any layout (async's actors hold several weight versions, each its own graph)."""
+    digests = set()
+    for executors, actors in ((1, 1), (2, 2)):
+        run_dir = tmp_path / f"{executors}x{actors}"
+        summary = fastrl.train(config, [*PONG, TWO_UPDATES, "model.compile=true", f"engine.executors={executors}",
+                                        f"engine.actors={actors}", "engine.step_delay_s=0.002"], run_dir=run_dir)
+        assert summary["status"] == "complete"
+        digests.add(_digest(run_dir))
+    assert len(digests) == 1
+
+
 @pytest.mark.parametrize("config", ["configs/pong_sync.toml", "configs/pong_hts.toml"])
 def test_a_run_stopped_at_a_checkpoint_resumes_exactly_on_the_device(tmp_path, config):
     """Checkpoints of CUDA tensors load on the CPU and back onto the device; the resumed half goes on bit for bit

@@ -182,7 +182,7 @@ def _time_setting(
     device = device or torch.device("cpu")
     torch._dynamo.reset()  # each setting compiles afresh (inductor's disk cache still serves)
     torch.manual_seed(0)
-    model = compile_policy(build_policy(info, config, device).to(device), mode is not None, mode or "default")
+    model = compile_policy(build_policy(info, config, device).to(device), mode)
     optimizer = make_optimizer(model, config.algo)
     data = _random_batch(info, batch, device)
     distribution = distribution_for(info.action)

@@ -45,7 +45,7 @@ from fastrl.learning import agent_steps_per_update, frames_per_update, schedules
 from fastrl.learning.checked_step import CheckedStep
 from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.learning.reward_normalization import reward_scaler
-from fastrl.models.compiling import compile_policy
+from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.distributions import distribution_for
 from fastrl.models.policy import build_policy
 from fastrl.partition import owner_of
@@ -84,8 +84,7 @@ class Learner:
         # compiled before the update rule copies it (hts's trainee, A2C's behaviour): the copies compile too
         self.model = compile_policy(
             build_policy(spec.env_info, spec.config).to(self.device),
-            config.model.compile is True,
-            config.model.compile_mode,
+            compile_mode_for(config, self.device, "learner"),
         )
         self.index = index
         self.weights = [buffers.shared_params(index, slot=k) for k in range(self.mode.weight_slots)]

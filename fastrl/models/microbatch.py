@@ -68,6 +68,8 @@ def forward_microbatched(
             if rows < micro_batch:
                 buf[rows:].zero_()
         out = model(*(buf.clone() if clone else buf for buf in staged))
+        if start + micro_batch < n:  # more chunks follow: CUDA graphs (compile_mode "reduce-overhead") reuse
+            out = tuple(o.clone() for o in out)  # their output memory on the next replay, so keep a copy
         parts.append(tuple(o[:rows] for o in out) if rows < micro_batch else tuple(out))
     if len(parts) == 1:
         return parts[0]

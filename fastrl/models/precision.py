@@ -11,7 +11,8 @@ bottleneck of every Atari run (docs/results/xeon-amx-bf16.md). Measured on a 2-v
 1.27K samples/s in fp32, 2.06K in fp32 channels-last, 4.29K in bf16 channels-last; a
 16-row forward 5.1K / 5.7K / 11.2K obs/s. Without native bf16 units the CPU emulates it and
 is slower than fp32, so ``"auto"`` picks bf16 only where the CPU has AMX-BF16; on CUDA
-``"auto"`` stays fp32 until a GPU run has checked the forward's batch invariance there.
+``"auto"`` stays fp32 until a GPU run has measured that bf16 learns there as fp32 does (the bf16
+forward's batch invariance was measured on an H200: docs/results/h200-16core-2026-11.md).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
-from fastrl.models.compiling import compile_policy
+from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.policy import build_policy
 from fastrl.partition import owner_of, split
@@ -51,8 +51,7 @@ class Actor:
         self.micro_batch = resolved_int(engine.micro_batch, "engine.micro_batch")
         self.model = compile_policy(
             build_policy(spec.env_info, spec.config).to(self.device).eval(),
-            spec.config.model.compile is True,
-            spec.config.model.compile_mode,
+            compile_mode_for(spec.config, self.device, "actor"),
         )  # before copying: the copies compile too
         self.distribution = action_sampler(spec)  # the head's kind (or the algorithm's own): its sampling kernel
         self.reads_observations = getattr(self.model, "reads_observations", True)
