@@ -13,6 +13,7 @@ import os
 import sys
 
 from fastrl.config import ConfigError
+from fastrl.tuning import command as tune_command
 
 EXIT_BAD_INPUT = 2
 
@@ -305,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(bench_parser)
         bench_parser.set_defaults(bench_run=module.run)
     bench.set_defaults(func=_bench)
+    tune = sub.add_parser("tune", help="search config values for the least time to a score (Optuna; resumable)")
+    tune_command.add_arguments(tune)
+    tune.set_defaults(func=tune_command.run)
     configs = sub.add_parser("configs", help="list the shipped configs, one line each (run one by name)")
     configs.set_defaults(func=_configs)
     config = sub.add_parser("config", help="list every config key with its default and meaning")
