@@ -10,6 +10,8 @@ N executors of ``--envs-per-executor`` envs each, the raw emulator in N processe
 and AtariVectorEnv with the same envs on N threads, asynchronous (it steps whichever half of its envs is
 ready, its fastest setting); one row per count, in one JSON line (``scaling``).
 
+``--backend ale_vector`` adds the engine again on that env backend (``env.backend``), in the same rounds.
+
 ``--adapter-loop`` adds a fourth measurement: the config's own env adapters stepped in one bare
 loop per executor, no engine around them (``references.adapter_loop_fps``). ``of_adapter_loop``
 is then the share of that the whole engine keeps: what its processes, queues, actors and
@@ -67,10 +69,11 @@ def measure(
     overrides: Sequence[str] = (),
     rounds: int = 3,
     adapter_loop: bool = False,
+    backend: str | None = None,
 ) -> dict:
-    """``rounds`` rounds of the three (with ``adapter_loop`` four) measurements, each order rotated
-    by one per round; ratios are taken within a round and the medians reported (this VM's speed
-    drifts by 15% over a minute)."""
+    """``rounds`` rounds of the three measurements (a fourth with ``adapter_loop``, another with ``backend``: the
+    engine again with ``env.backend`` set to it), each order rotated by one per round; ratios are taken within a
+    round and the medians reported (this VM's speed drifts by 15% over a minute)."""
     resolved = resolve_layout(fastrl.api.resolve_config(config, list(overrides)))  # the adapter loop's executors
     if not is_atari_id(resolved.env.id):
         raise ValueError(f"fastrl bench sampling measures Atari configs; env.id = {resolved.env.id!r} is not one")
@@ -82,6 +85,8 @@ def measure(
         "raw_emulator": lambda: raw_emulator_fps(game, seconds),
         "atari_vector_env": lambda: atari_vector_env_fps(game, resolved.engine.envs, seconds),
     }
+    if backend is not None:
+        runs["backend"] = lambda: engine_fps(config, seconds, policy, [*overrides, f"env.backend={backend!r}"])
     if adapter_loop:
         runs["adapter_loop"] = lambda: adapter_loop_fps(
             resolved.env, resolved.engine.envs, resolved_int(resolved.engine.executors, "engine.executors"), seconds
@@ -124,6 +129,8 @@ def measure(
             for r, a, b in zip(per_round, of_raw, vs_vector)
         ],
     }
+    if backend is not None:
+        result["backend"] = _backend_result(backend, per_round)
     if adapter_loop:
         of_loop = [r["fastrl"]["frames_per_s"] / r["adapter_loop"]["fps"] for r in per_round]
         result["adapter_loop"] = {
@@ -137,6 +144,25 @@ def measure(
         for row, r, ratio in zip(result["rounds"], per_round, of_loop):
             row["adapter_loop_fps"], row["of_adapter_loop"] = round(r["adapter_loop"]["fps"], 1), round(ratio, 3)
     return result
+
+
+def _backend_result(name: str, per_round: list[dict]) -> dict:
+    """The engine on env backend ``name`` against the raw emulator, AtariVectorEnv and the engine on the config's
+    own backend, medians of the per-round ratios."""
+
+    def ratio(reference) -> float:
+        return round(statistics.median(r["backend"]["frames_per_s"] / reference(r) for r in per_round), 3)
+
+    return {
+        "name": name,
+        "frames_per_s": round(statistics.median(r["backend"]["frames_per_s"] for r in per_round), 1),
+        "of_raw_emulator": ratio(lambda r: r["raw_emulator"]["fps"]),
+        "vs_atari_vector_env": ratio(lambda r: r["atari_vector_env"]["fps"]),
+        "vs_fastrl": ratio(lambda r: r["fastrl"]["frames_per_s"]),
+        "time_split": sorted(per_round, key=lambda r: r["backend"]["frames_per_s"])[len(per_round) // 2]["backend"][
+            "time_split"
+        ],
+    }
 
 
 def scaling(
@@ -202,6 +228,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "AtariVectorEnv on as many cores (e.g. --executors 1 2 4 8 14)",
     )
     parser.add_argument("--envs-per-executor", type=int, default=4, help="with --executors: envs per executor")
+    parser.add_argument(
+        "--backend",
+        metavar="NAME",
+        help="also run the engine with env.backend = NAME (e.g. ale_vector), in the same rounds: its ratios to "
+        "the raw emulator, AtariVectorEnv and the engine on the config's own backend",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -209,6 +241,6 @@ def run(args: argparse.Namespace) -> int:
     if args.executors:
         result = scaling(args.config, args.executors, args.envs_per_executor, args.seconds, args.policy, args.set)
     else:
-        result = measure(args.config, args.seconds, args.policy, args.set, args.rounds, args.adapter_loop)
+        result = measure(args.config, args.seconds, args.policy, args.set, args.rounds, args.adapter_loop, args.backend)
     print(json.dumps(result))
     return 0

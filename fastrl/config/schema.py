@@ -62,6 +62,13 @@ class EnvConfig:
         "PongNoFrameskip-v4", "a gymnasium id, an ALE id (ALE/Pong-v5, PongNoFrameskip-v4) or 'package.module:factory'"
     )
     kwargs: dict = _f({}, "keyword arguments for gymnasium.make or the factory")
+    backend: str = _f(
+        AUTO,
+        "the env backend that makes the envs (fastrl.envs.registry): 'auto', the first registered one that "
+        "claims env.id ('factory', 'atari', 'minigrid', 'gymnasium'); or one by name, e.g. 'ale_vector' "
+        "(ale-py's AtariVectorEnv: each executor's env group stepped together by C++ threads; sync and hts "
+        "only, no exact resume; docs/extending.md)",
+    )
     atari: AtariConfig = _f(AtariConfig(), "Atari preprocessing")
     on_error: str = _f(
         "raise",

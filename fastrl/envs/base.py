@@ -55,3 +55,15 @@ class EnvAdapter(Protocol):
         what the env returns and compiles what its steps need (``probe_env``)."""
 
     def close(self) -> None: ...
+
+
+class EnvGroup(Protocol):
+    """Envs a backend steps together (``EnvBackend.make_group``: a C++ vector env). Each member adapter has
+    ``group`` (this) and ``member`` (its place in it). When every member has its action the executor calls
+    ``step`` once, in member order; each member's ``step(action, prev, out)`` then writes that step's
+    observation and returns its result, and its ``reset`` restarts it alone. The members advance in lockstep,
+    so only the barrier modes (sync, hts) take such a backend (checked before a run starts)."""
+
+    size: int
+
+    def step(self, actions: list) -> None: ...

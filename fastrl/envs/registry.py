@@ -1,10 +1,11 @@
 """From an env id to an executor adapter, through registered env backends.
 
 A backend claims ids and makes adapters (``fastrl.envs.base.EnvAdapter``: reset and step straight into buffer
-rows). Asked in order, the first that claims an id makes it: ``factory`` ('package.module:factory': a
-gymnasium.Env, wrapped, or an adapter that writes its rows itself, checked against the contract), ``atari``
-(ALE ids), ``minigrid``, then ``gymnasium`` (every other registered id). Another package adds one with
-``register_env_backend`` (docs/extending.md)."""
+rows). ``env.backend`` names one; with ``"auto"`` the first that claims an id makes it, in order: ``factory``
+('package.module:factory': a gymnasium.Env, wrapped, or an adapter that writes its rows itself, checked against
+the contract), ``atari`` (ALE ids), ``minigrid``, then ``gymnasium`` (every other registered id). Another package
+adds one with ``register_env_backend`` (docs/extending.md); ``ale_vector`` (``fastrl.envs.ale_vector``, ale-py's
+AtariVectorEnv) registers itself that way and is asked only by name."""
 
 from __future__ import annotations
 
@@ -84,12 +85,19 @@ def _parameters(factory) -> set[str]:
 
 @dataclass(frozen=True)
 class EnvBackend:
-    """One way of making envs: the ids it claims, and the adapter it makes for one of them."""
+    """One way of making envs: the ids it claims, and the adapter it makes for one of them.
+
+    ``make_group``: a backend that steps several envs together (a C++ vector env) makes an executor's env group
+    at once, adapters whose ``group`` (``fastrl.envs.base.EnvGroup``) the executor hands every member's action in
+    one call; such envs advance in lockstep, so only the barrier modes (sync, hts) take them. ``auto = False``:
+    asked only when ``env.backend`` names it, never by ``"auto"``."""
 
     name: str
     claims: Callable[[str], bool]  # whether an env id is this backend's
     make: Callable[[EnvConfig, int], EnvAdapter]  # (config, the env's global index) -> its adapter
     summary: str = ""
+    make_group: Callable[[EnvConfig, list[int]], list[EnvAdapter]] | None = None  # (config, global indices)
+    auto: bool = True
 
 
 _BACKENDS: dict[str, EnvBackend] = {}  # in the order they are asked: the first that claims an id makes it
@@ -119,14 +127,45 @@ def backends() -> tuple[EnvBackend, ...]:
     return tuple(_BACKENDS.values())
 
 
-def make_env(config: EnvConfig, env_index: int = 0) -> EnvAdapter:
-    """Build one env adapter with the first backend that claims ``config.id``; its randomness comes only from the
-    seeds passed to ``reset``. ``env_index``: the env's global index (what a factory may take)."""
+def backend_for(config: EnvConfig) -> EnvBackend:
+    """The backend that makes ``config``'s envs: the one ``env.backend`` names, or with ``"auto"`` the first that
+    claims ``env.id``; ``UnsupportedEnvError`` for a name nobody registered or a backend that does not take the id."""
     register_fastrl_envs()
-    for backend in _BACKENDS.values():
-        if backend.claims(config.id):
-            return backend.make(config, env_index)
-    raise UnsupportedEnvError(f"env.id = {config.id!r}: no env backend claims it")  # gymnasium's claims every id
+    if config.backend == "auto":
+        for backend in _BACKENDS.values():
+            if backend.auto and backend.claims(config.id):
+                return backend
+        raise UnsupportedEnvError(f"env.id = {config.id!r}: no env backend claims it")  # gymnasium's claims every id
+    named = _BACKENDS.get(config.backend)
+    if named is None:
+        raise UnsupportedEnvError(
+            f"env.backend = {config.backend!r}: no such env backend; registered: 'auto', "
+            f"{', '.join(map(repr, _BACKENDS))}"
+        )
+    if not named.claims(config.id):
+        raise UnsupportedEnvError(
+            f"env.backend = {config.backend!r} does not take env.id = {config.id!r} ({named.summary})"
+        )
+    return named
+
+
+def make_env(config: EnvConfig, env_index: int = 0) -> EnvAdapter:
+    """Build one env adapter with ``env.backend``'s backend (``backend_for``); its randomness comes only from the
+    seeds passed to ``reset``. ``env_index``: the env's global index (what a factory may take)."""
+    return backend_for(config).make(config, env_index)
+
+
+def make_envs(config: EnvConfig, env_indices: list[int], group_size: int) -> list[EnvAdapter]:
+    """An executor's adapters for the envs of global indices ``env_indices``; a backend that steps envs together
+    makes them in groups of ``group_size`` consecutive envs (the executor's double-buffering groups)."""
+    backend = backend_for(config)
+    if backend.make_group is None:
+        return [backend.make(config, index) for index in env_indices]
+    return [
+        env
+        for start in range(0, len(env_indices), group_size)
+        for env in backend.make_group(config, env_indices[start : start + group_size])
+    ]
 
 
 def _make_from_factory(config: EnvConfig, env_index: int) -> EnvAdapter:

@@ -33,10 +33,11 @@ and 91.9K compiled with CUDA graphs (``compile_mode = "reduce-overhead"``: the f
 recorded once, replayed as one launch); a 256-sample PPO step at 35.8K samples/s eager, 29.1K compiled
 and 44.7K with CUDA graphs. The default job's actors were its bottleneck: eager it trained at 10.5K
 frames/s and had not reached Pong 18 after 166 s of training; with CUDA graphs (actors and learner) it
-reached 18 in 53 s at 16.8K frames/s, the learner 3-4% of the time. So ``compile_mode = "auto"`` replays CUDA graphs in the CUDA actors and leaves a
-CUDA learner eager (the learner was not the limit, and its many update rules and modes are not all
-proven under CUDA graphs' reuse of output memory); ``"reduce-overhead"`` set by hand records them in
-the learner too. ``"auto"`` leaves recurrent (``model.lstm``) models eager on CUDA: not measured there.
+reached 18 in 53 s at 16.8K frames/s, the learner 3-4% of the time. So ``compile_mode = "auto"``
+replays CUDA graphs in the CUDA actors and leaves a CUDA learner eager (the learner was not the limit,
+and its many update rules and modes are not all proven under CUDA graphs' reuse of output memory);
+``"reduce-overhead"`` set by hand records them in the learner too. ``"auto"`` leaves recurrent
+(``model.lstm``) models eager on CUDA: not measured there.
 
 Inductor caches what it compiled
 (``TORCHINDUCTOR_CACHE_DIR``, by default under the system's temporary folder), so a second run of the

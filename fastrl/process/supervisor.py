@@ -80,6 +80,25 @@ class RunPlan:
     config: Config  # "auto" layout keys resolved: what the run uses and its config.toml records
 
 
+def check_env_backend(config) -> None:
+    """A backend that steps env groups together (``EnvBackend.make_group``) keeps their envs in lockstep: only the
+    barrier modes, where every env steps the same rollout, take it; and a failed group step cannot reset one env."""
+    from fastrl.envs.registry import backend_for
+
+    backend = backend_for(config.env)
+    if backend.make_group is None:
+        return
+    if config.engine.mode not in ("sync", "hts"):
+        raise ConfigError(
+            f"env.backend = {backend.name!r} steps each env group together, which needs every env on the same "
+            f"rollout: engine.mode = 'sync' or 'hts' (got {config.engine.mode!r})"
+        )
+    if config.env.on_error != "raise":
+        raise ConfigError(
+            f"env.backend = {backend.name!r} cannot reset one env of a failed group: set env.on_error = 'raise'"
+        )
+
+
 def plan_run(config: Config) -> RunPlan:
     """Validate the env and the model, choose the "auto" process layout and compiling, size every buffer,
     before anything is started.
@@ -110,6 +129,7 @@ def plan_run(config: Config) -> RunPlan:
             f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
             f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         ) from None
+    check_env_backend(config)
     image_model = hasattr(policy, "set_precision")  # a built-in CNN: threads and compiling pay for it
     config = resolve_layout(config, image_model=image_model)  # once, here: every process gets the same numbers
     config = resolve_compile(config, torch.device(config.engine.device), image_model)  # and the same graphs

@@ -42,8 +42,10 @@ from csrc_free_kernels.step_end import TERMINATED, TRUNCATED
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Activity, Clock, Phase
 from fastrl.config import resolved_int
-from fastrl.envs import EnvAdapter, make_env
+from fastrl.envs import EnvAdapter
+from fastrl.envs.base import EnvGroup
 from fastrl.envs.gym import EnvOutputError
+from fastrl.envs.registry import make_envs
 from fastrl.errors import EnvError
 from fastrl.partition import owner_of, split
 from fastrl.runs.checkpoint import CheckpointStore, read_env_states, write_env_states
@@ -77,8 +79,14 @@ class Executor:
             [i for i, e in enumerate(self.env_list) if self.learner_of[e] == learner]
             for learner in range(spec.learners)
         ]
-        self.envs: list[EnvAdapter] = [make_env(spec.config.env, spec.global_env(e)) for e in self.env_list]
         n = len(self.env_list)
+        self.group_size = max(1, -(-n // engine.env_groups))
+        self.envs: list[EnvAdapter] = make_envs(
+            spec.config.env, [spec.global_env(e) for e in self.env_list], self.group_size
+        )
+        self.env_group: list[EnvGroup] = [getattr(env, "group", None) for env in self.envs]  # type: ignore[misc]
+        self.stepped_together = self._groups()  # per env, its group's members; None: each env steps alone
+        self.group_waiting: dict[int, list[int]] = {}  # a group's first member -> its members with actions
         # per-env state as Python lists: a numpy scalar costs more to read and write, on every step
         self.row = [0] * n  # flat row of each env's current observation
         self.t = [0] * n  # step within the rollout
@@ -106,7 +114,6 @@ class Executor:
         self.save_request = buffers.control.env_saves.data  # = memoryview(env_saves); numpy types .data as one
         self.store = CheckpointStore(spec.checkpoint_dir)
         self.step_delay_s = engine.step_delay_s
-        self.group_size = max(1, -(-n // engine.env_groups))
         self.pending_requests = 0
         self.direct_actor = -1  # inline actors: the actor in this process; its requests skip the queue
         self.direct_requests: list[int] = []
@@ -117,6 +124,16 @@ class Executor:
         self.slots = spec.slot_map  # where each env's steps live
         self.rngs, self.restored = self._streams_and_states()
         self.cycle = cycle_for(self)  # the mode's part: barriers, or the async queues
+
+    def _groups(self) -> list[list[int]] | None:
+        """For each env, the local indices of the envs its backend steps together with it (``EnvGroup``, in
+        member order), or None where every env steps alone."""
+        if not any(group is not None for group in self.env_group):
+            return None
+        members: dict[int, list[int]] = {}
+        for i, group in enumerate(self.env_group):
+            members.setdefault(id(group), []).append(i)
+        return [members[id(group)] for group in self.env_group]
 
     def _streams_and_states(self) -> tuple[list[np.random.Generator], dict[int, dict]]:
         """Each env's RNG stream, and the saved states a resumed run continues from (by local index)."""
@@ -164,7 +181,7 @@ class Executor:
             if message < 0:
                 self._start_rollout(*decode_go(message, self.learners), requests)
             else:
-                self._step(self.local_of[message], requests, finished, episodes)
+                self._arrive(self.local_of[message], requests, finished, episodes)
                 if self.pending_requests >= self.group_size:
                     self.flush(requests)  # the actor works on this group while we step the next
         self.flush(requests)
@@ -228,6 +245,32 @@ class Executor:
 
     def _reset_seed(self, i: int) -> int:
         return int(self.rngs[i].integers(RESET_SEED_BOUND))
+
+    def _arrive(self, i: int, requests, finished: list[int], episodes: list) -> None:
+        """Env ``i``'s action is written: step it, or, where its backend steps a group together, the whole group
+        once its last member's action is in (members advance in lockstep: the barrier modes only)."""
+        if self.stepped_together is None:
+            self._step(i, requests, finished, episodes)
+            return
+        members = self.stepped_together[i]
+        waiting = self.group_waiting.setdefault(members[0], [])
+        waiting.append(i)
+        if len(waiting) < len(members):
+            return
+        waiting.clear()
+        actions = [int(self.action[self.row[j]]) for j in members]
+        try:
+            self.env_group[i].step(actions)
+        except Exception as exc:
+            self.activity[_PHASE] = _IDLE
+            details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            raise EnvError(
+                f"env {self.spec.config.env.id!r} #{[self.env_list[j] for j in members]} on {self.name}: its "
+                f"backend's group step(actions={actions}) raised {type(exc).__name__}: {exc}",
+                details,
+            ) from exc
+        for j in members:
+            self._step(j, requests, finished, episodes)
 
     def _step(self, i: int, requests, finished: list[int], episodes: list) -> None:
         row = self.row[i]
