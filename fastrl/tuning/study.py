@@ -8,9 +8,9 @@ more the further it ended from the target (``seed_score``), so that TPE still le
 miss. The trial's value is the mean over its seeds; lower is better.
 
 Pruning: while a trial's first seed trains, its ``metrics.jsonl`` is read every second and the mean score at
-each multiple of ``--prune-every-frames`` frames is reported to Optuna's median pruner; a trial behind the
-median of the earlier trials at the same frames is stopped there (SIGTERM: the run saves its checkpoint and
-ends cleanly) and its remaining seeds are not run.
+each multiple of ``--prune-every-frames`` frames is reported to Optuna's median pruner; from the second mark
+on (and after two finished trials), a trial behind the median of the earlier trials at the same frames is
+stopped there (SIGTERM: the run saves its checkpoint and ends cleanly) and its remaining seeds are not run.
 
 The study lives in ``STUDY/study.db`` (SQLite): run the same command again after a stop and it goes on,
 retrying the trial that was cut. While a study runs it holds a lock on its folder, so a second ``fastrl
@@ -136,7 +136,8 @@ def run_study(options: TuneOptions) -> dict:
             load_if_exists=True,
             direction="minimize",
             sampler=optuna.samplers.TPESampler(seed=options.sampler_seed),
-            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
+            # the first mark's scores are mostly noise: a trial is compared from its second mark on
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=options.prune_every_frames),
         )
         _retry_cut_trials(study)
         cores = _core_shares(options.jobs)
@@ -307,8 +308,16 @@ def _stop(child: subprocess.Popen) -> None:
 
 
 def trials(study) -> list[Trial]:
-    return [
-        Trial(t.number, t.state.name.lower(), t.value, dict(t.params), list(t.user_attrs.get("seeds", [])))
+    from optuna.trial import TrialState
+
+    return [  # a pruned trial's value is its last report (a score, not seconds): left out
+        Trial(
+            t.number,
+            t.state.name.lower(),
+            t.value if t.state == TrialState.COMPLETE else None,
+            dict(t.params),
+            list(t.user_attrs.get("seeds", [])),
+        )
         for t in study.get_trials(deepcopy=False)
     ]
 
