@@ -59,18 +59,30 @@ def _say(text: str) -> None:
 
 def _eval(args: argparse.Namespace) -> int:
     from fastrl.evaluation import evaluate
+    from fastrl.evaluation.matches import play_matches
 
     try:
-        result = evaluate(
-            args.target,
-            episodes=args.episodes,
-            params=args.params,
-            seed=args.seed,
-            greedy=args.greedy,
-            max_steps=args.max_steps,
-            video=args.video,
-            trust_code=args.trust_code,
-        )
+        if args.opponent is not None:
+            result = play_matches(
+                args.target,
+                opponent=args.opponent,
+                games=args.episodes,
+                seed=args.seed,
+                greedy=args.greedy,
+                params=args.params,
+                trust_code=args.trust_code,
+            )
+        else:
+            result = evaluate(
+                args.target,
+                episodes=args.episodes,
+                params=args.params,
+                seed=args.seed,
+                greedy=args.greedy,
+                max_steps=args.max_steps,
+                video=args.video,
+                trust_code=args.trust_code,
+            )
     except ConfigError as exc:
         print(f"fastrl: cannot evaluate: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -250,6 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=0, help="seeds the episodes' resets and sampled actions (default 0)"
     )
     evaluate.add_argument("--greedy", action="store_true", help="take the argmax action instead of sampling")
+    evaluate.add_argument(
+        "--opponent",
+        metavar="PLAYER",
+        help="multi-agent runs: play --episodes games against PLAYER (random, connect_four_lookahead, a "
+        "package.module:factory or a run directory) and count wins, draws and losses",
+    )
     evaluate.add_argument("--max-steps", type=int, metavar="N", help="cut each episode after N agent steps")
     evaluate.add_argument(
         "--video",

@@ -91,6 +91,11 @@ class RunSpec:
         return self.config.engine.envs
 
     @property
+    def env_unit(self) -> int:
+        """Rows that stay together in one executor: a multi-agent env's agents (1 for single-agent envs)."""
+        return self.env_info.agents
+
+    @property
     def steps(self) -> int:
         return self.config.engine.rollout
 

@@ -47,7 +47,8 @@ def ppo_epochs(theta: dict, data: dict, rollout: int, lag: int = 0) -> dict:
     rng = np.random.default_rng([SEED, PPO_STREAM, rollout])
     for _ in range(EPOCHS):
         for index in minibatch_indices(ENVS * STEPS, MINIBATCHES, rng):
-            batch = PPOBatch(*(getattr(flat, f)[torch.from_numpy(index)] for f in PPOBatch.__dataclass_fields__))
+            fields = (getattr(flat, f) for f in PPOBatch.__dataclass_fields__)
+            batch = PPOBatch(*(None if field is None else field[torch.from_numpy(index)] for field in fields))
             loss, _ = ppo_loss(net, batch, clip_at(rollout + lag), 0.0, VALUE_COEF, ENTROPY_COEF, True)
             grads = torch.autograd.grad(loss, list(net.parameters()))
             with torch.no_grad():

@@ -18,7 +18,7 @@ import torch
 
 from csrc_free_kernels.returns import nstep_returns
 from fastrl.algos.time_limits import final_values
-from fastrl.algos.update_rule import Gradient, LossStats, forward_storage
+from fastrl.algos.update_rule import Gradient, LossStats, forward_storage, live_weights, weighted_mean
 from fastrl.buffers.device_storage import DeviceStorage
 from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
@@ -49,9 +49,10 @@ def a2c_loss(
     returns = torch.from_numpy(returns).to(device)
     chosen, entropies = distribution.log_prob_entropy(logits[:, :steps], actions)
     advantages = returns - values[:, :steps]
-    policy_loss = -(advantages.detach() * chosen).mean()
-    value_loss = advantages.pow(2).mean()
-    entropy = entropies.mean()
+    acting, present = live_weights(storage, steps)  # a multi-agent env's rows: who acted, who was there
+    policy_loss = -weighted_mean(advantages.detach() * chosen, acting)
+    value_loss = weighted_mean(advantages.pow(2), present)
+    entropy = weighted_mean(entropies, acting)
     bonus = algo.entropy_coef if entropy_coef is None else entropy_coef
     loss = policy_loss + algo.value_coef * value_loss - bonus * entropy
     return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())

@@ -25,7 +25,16 @@ from csrc_free_kernels.gae import gae
 from fastrl.algos import minibatches
 from fastrl.algos.minibatches import minibatch_indices  # noqa: F401 - PPO's, where its tests look for it
 from fastrl.algos.time_limits import final_values
-from fastrl.algos.update_rule import Losses, Update, UpdateRule, checked_losses, gradients_of
+from fastrl.algos.update_rule import (
+    Losses,
+    Update,
+    UpdateRule,
+    checked_losses,
+    gradients_of,
+    live_weights,
+    normalized,
+    weighted_mean,
+)
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 from fastrl.models.normalizer import observe_returns
 from fastrl.models.recurrent import hidden_size, unroll
@@ -44,6 +53,10 @@ class PPOBatch:
     old_values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    # a multi-agent env's rows (the slots' live field): 1 where the agent acted (the policy terms), and where it
+    # was present (the value term); None: every row counts
+    acting: torch.Tensor | None = None
+    present: torch.Tensor | None = None
 
 
 @dataclass
@@ -85,26 +98,27 @@ def ppo_loss(
     logp, entropies = distribution.log_prob_entropy(logits, batch.actions)
     advantages = batch.advantages
     if normalize_advantages and advantages.numel() > 1:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        advantages = normalized(advantages, advantages, batch.acting)
     log_ratio = logp - batch.old_logp
     ratio = log_ratio.exp()
     surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
-    policy_loss = -surrogate.mean()
+    acting = batch.acting
+    policy_loss = -weighted_mean(surrogate, acting)
     value_error = ((values - batch.returns) / value_scale).pow(2)
     if value_clip > 0:
         reach = value_clip * value_scale
         clipped = batch.old_values + (values - batch.old_values).clamp(-reach, reach)
         value_error = torch.max(value_error, ((clipped - batch.returns) / value_scale).pow(2))
-    value_loss = 0.5 * value_error.mean()
-    entropy = entropies.mean()
+    value_loss = 0.5 * weighted_mean(value_error, batch.present)
+    entropy = weighted_mean(entropies, acting)
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
     with torch.no_grad():
         stats = PPOStats(
             policy_loss.detach(),
             value_loss.detach(),
             entropy.detach(),
-            ((ratio - 1).abs() > clip).float().mean(),
-            ((ratio - 1) - log_ratio).mean(),
+            weighted_mean(((ratio - 1).abs() > clip).float(), acting),
+            weighted_mean((ratio - 1) - log_ratio, acting),
         )
     return loss, stats
 
@@ -184,6 +198,7 @@ class PPO(UpdateRule):
         count = data.actions.shape[0]
         first, total = self.cohort.rows(count)  # minibatches are drawn over every rank's rows
         advantages = self.cohort.gather(data.advantages)
+        acting = None if data.acting is None else self.cohort.gather(data.acting)
         length = storage["action"].shape[1] - 1 if sequences is not None else 1  # rows drawn together: an env's
         seed = [self.seed, PPO_STREAM, rollout]  # never from timing
         plan = minibatches.plan(seed, algo.epochs, algo.minibatches, total // length, length, first, count, self.device)
@@ -194,7 +209,7 @@ class PPO(UpdateRule):
             if len(mine) == 0:  # none this time: the other ranks' gradients still need this rank's zeros
                 norm = self.step(net, [torch.zeros_like(p) for p in net.parameters()])
                 continue
-            batch = self._minibatch(data, mine, advantages[index])
+            batch = self._minibatch(data, mine, advantages[index], None if acting is None else acting[index])
             net.zero_grad(set_to_none=True)
             outputs = None if sequences is None else sequences.replay(net, mine[::length] // length)
             loss, stats = ppo_loss(
@@ -219,12 +234,16 @@ class PPO(UpdateRule):
             steps += 1
         return dict(zip(PPO_COLUMNS, (sums / max(steps, 1)).tolist())), norm
 
-    def _minibatch(self, data: PPOBatch, mine: torch.Tensor, advantages: torch.Tensor) -> PPOBatch:
+    def _minibatch(
+        self, data: PPOBatch, mine: torch.Tensor, advantages: torch.Tensor, acting: torch.Tensor | None
+    ) -> PPOBatch:
         """This rank's rows ``mine`` of a minibatch whose every rank's advantages are ``advantages``: those
-        normalised by the whole minibatch's mean and std (``algo.normalize_advantages``)."""
-        batch = PPOBatch(*(getattr(data, f)[mine] for f in PPOBatch.__dataclass_fields__))
+        normalised by the whole minibatch's mean and std (``algo.normalize_advantages``; over the rows whose agent
+        acted, ``acting``, in a multi-agent env)."""
+        fields = (getattr(data, f) for f in PPOBatch.__dataclass_fields__)
+        batch = PPOBatch(*(None if field is None else field[mine] for field in fields))
         if self.algo.normalize_advantages and advantages.numel() > 1:
-            batch.advantages = (batch.advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            batch.advantages = normalized(batch.advantages, advantages, acting)
         return batch
 
     @torch.no_grad()
@@ -253,6 +272,7 @@ class PPO(UpdateRule):
         advantages = torch.from_numpy(advantages).to(device)
         values = storage.tensor("value")[:, :steps].float()
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
+        acting, present = live_weights(storage, steps)
         return PPOBatch(
             obs=flat(obs[:, :steps]),
             actions=flat(storage.tensor("action")[:, :steps]),
@@ -260,6 +280,8 @@ class PPO(UpdateRule):
             old_values=flat(values),
             advantages=flat(advantages),
             returns=flat(advantages + values),
+            acting=None if acting is None else flat(acting),
+            present=None if present is None else flat(present),
         )
 
     def state(self) -> dict:

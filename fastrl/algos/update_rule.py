@@ -187,5 +187,37 @@ def checked_losses(rollout: int, policy_loss: float, value_loss: float, entropy:
     return {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
 
 
+def weighted_mean(values: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """The mean of ``values``, or over the rows ``weights`` (0/1) keep: a multi-agent env's acting or present rows."""
+    if weights is None:
+        return values.mean()
+    return (values * weights).sum() / weights.sum().clamp(min=1.0)
+
+
+def normalized(values: torch.Tensor, over: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``values`` less the mean of ``over``, over its std (the rows ``weights`` keep, where given)."""
+    mean = weighted_mean(over, weights)
+    if weights is None:
+        return (values - mean) / (over.std() + 1e-8)
+    variance = weighted_mean((over - mean).pow(2), weights) * _bessel(weights)
+    return (values - mean) / (variance.sqrt() + 1e-8)
+
+
+def _bessel(weights: torch.Tensor) -> torch.Tensor:
+    count = weights.sum()
+    return count / (count - 1).clamp(min=1.0)
+
+
+def live_weights(storage, steps: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """From a multi-agent run's ``live`` field (``fastrl.envs.base``), [N, T] float weights of the rows whose agent
+    acted (the policy's terms) and of those where it was present (the value's); (None, None) without the field."""
+    if "live" not in storage:
+        return None, None
+    from fastrl.envs.base import ACTING, WAITING
+
+    live = storage.tensor("live")[:, :steps]
+    return (live == ACTING).float(), (live >= WAITING).float()
+
+
 def gradients_of(net: torch.nn.Module) -> list[torch.Tensor]:
     return [p.grad if p.grad is not None else torch.zeros_like(p) for p in net.parameters()]

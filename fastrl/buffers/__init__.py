@@ -19,6 +19,16 @@ def param_arrays(n_params: int, learners: int, weight_slots: int = 1) -> list[tu
     return [("params", (sets, n_params), "float32"), ("params_header", (sets, 8), "int64")]
 
 
+def pool_arrays(n_params: int, pool: int, games: int) -> list[tuple[str, tuple[int, ...], str]]:
+    """Self-play's opponent pool (``fastrl.learning.selfplay``): ``pool`` snapshots of the weights, each with a
+    header as the published weights have, and per rollout parity the pool slot each env's opponents play with."""
+    return [
+        ("pool", (pool, n_params), "float32"),
+        ("pool_header", (pool, 8), "int64"),
+        ("opponents", (2, games), "int64"),
+    ]
+
+
 @dataclass(frozen=True)
 class BufferPlan:
     """Sizes of everything a run shares; computed in the main process before any worker starts."""
@@ -29,12 +39,15 @@ class BufferPlan:
     workers: int
     weight_slots: int = 1  # published parameter sets per learner (2 where envs run ahead: hts)
     gossip: bool = False  # gala: the learners' mailboxes (also for one learner per torchrun rank)
+    pool: int = 0  # self-play: snapshots in the opponent pool (selfplay.pool_size; 0: no pool)
+    games: int = 0  # self-play: multi-agent envs, each with its opponent's pool slot per rollout parity
 
     def layout(self) -> Layout:
         return Layout.plan(
             self.slot_shape.arrays()
             + param_arrays(self.n_params, self.learners, self.weight_slots)
             + (gossip_arrays(self.n_params, self.learners) if self.gossip or self.learners > 1 else [])
+            + (pool_arrays(self.n_params, self.pool, self.games) if self.pool else [])
             + control_arrays(self.workers, self.learners)
         )
 
@@ -55,6 +68,17 @@ class RunBuffers:
 
         row = learner * self.plan.weight_slots + slot if name == "params" else learner
         return SharedParams(self.arena.arrays, row, name)
+
+    def pool_params(self, slot: int):
+        """Snapshot ``slot`` of the self-play pool (``fastrl.learning.selfplay``)."""
+        from fastrl.buffers.params import SharedParams
+
+        return SharedParams(self.arena.arrays, slot, "pool")
+
+    @property
+    def opponents(self):
+        """[2, games]: the pool slot each env's opponents play with in the rollouts of each parity."""
+        return self.arena.arrays["opponents"]
 
     def newest_params(self, learner: int = 0):
         """The learner's weight slot holding the highest published version (what a dead learner left)."""

@@ -82,6 +82,14 @@ class SharedParams:
         return None
 
     @torch.no_grad()
+    def write_flat(self, flat: torch.Tensor, version: int) -> None:
+        """``publish`` from a flat vector (a checkpoint's copy of these weights)."""
+        self.header[SEQ] += 1
+        self.flat.copy_(flat)
+        self.header[VERSION] = version
+        self.header[SEQ] += 1
+
+    @torch.no_grad()
     def read_flat(self, out: torch.Tensor) -> int:
         """A consistent copy of the whole vector into ``out``; returns its version."""
         return self._read(lambda version: out.copy_(self.flat))

@@ -36,6 +36,10 @@ STEP_FIELDS = {
 # with the very parameters it values row T with (which in hts PPO and IMPALA are not the actor's).
 OBS_FIELDS = ("obs", "final_obs")
 
+# How each row of a multi-agent env takes part in learning (fastrl.envs.base: ACTING, WAITING, ABSENT): only
+# runs whose envs have several agents have the field; the learners weigh their losses by it.
+LIVE_FIELD = "live"
+
 # A recurrent policy's state (``model.lstm``, fastrl.models.recurrent): hidden[t] is what the policy
 # reads at row t, float32 of the core's width; only runs with an LSTM have the field.
 HIDDEN_FIELD = "hidden"
@@ -50,10 +54,14 @@ class SlotShape:
     action_shape: tuple[int, ...] = ()  # per row, of ``action`` and ``u`` (fastrl.envs.actions.ActionSpec.slot_shape)
     action_dtype: str = "int64"
     hidden_size: int = 0  # a recurrent policy's state row (2 H); 0: no ``hidden`` field
+    live: bool = False  # a ``live`` field: the envs have several agents, which may wait or leave
 
     def arrays(self) -> list[tuple[str, tuple[int, ...], str]]:
         rows = (self.slots, self.steps + 1)
-        hidden = [(HIDDEN_FIELD, rows + (self.hidden_size,), "float32")] if self.hidden_size else []
+        hidden: list[tuple[str, tuple[int, ...], str]] = (
+            [(HIDDEN_FIELD, rows + (self.hidden_size,), "float32")] if self.hidden_size else []
+        )
+        hidden += [(LIVE_FIELD, rows, "uint8")] if self.live else []
         return (
             [(name, rows + tuple(self.obs_shape), self.obs_dtype) for name in OBS_FIELDS]
             + [

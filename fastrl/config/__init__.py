@@ -29,6 +29,7 @@ from fastrl.config.schema import (
     ModelConfig,
     ReliabilityConfig,
     RunConfig,
+    SelfPlayConfig,
     resolved_bool,
     resolved_int,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "EngineConfig",
     "EnvConfig",
     "GalaConfig",
+    "SelfPlayConfig",
     "ModelConfig",
     "ReliabilityConfig",
     "RunConfig",

@@ -314,6 +314,29 @@ class GalaConfig:
 
 
 @dataclass
+class SelfPlayConfig:
+    """Multi-agent envs (PettingZoo, docs/multi-agent.md): who plays the agents other than the learning policy."""
+
+    opponents: str = _f(
+        "shared",
+        "'shared': every agent is the learning policy and every agent's row learns (parameter sharing); 'pool': "
+        "in each env one seat learns (env e's agent e mod k, so every seat in turn) and the other seats are "
+        "played by snapshots of the policy from a pool, drawn at each rollout (sync mode)",
+        choices=("shared", "pool"),
+    )
+    pool_size: int = _f(8, "'pool': snapshots kept (the oldest leaves when a new one comes)", min=1, max=256)
+    snapshot_every: int = _f(10, "'pool': updates between snapshots of the learning policy", min=1)
+    sampling: str = _f(
+        "uniform",
+        "'pool': each env's opponent at each rollout: 'uniform' over the pool, 'latest' (the newest snapshot) or "
+        "'rating': weighted (1 - p)^2 by p, the learner's Elo-expected score against it (the opponents it beats "
+        "least, most often)",
+        choices=("uniform", "latest", "rating"),
+    )
+    elo_k: float = _f(16.0, "the Elo ratings' step: rating change per game = elo_k x (score - expected)", min=0.0)
+
+
+@dataclass
 class ModelConfig:
     name: str = _f(
         "auto",
@@ -458,6 +481,7 @@ class Config:
     engine: EngineConfig = _f(EngineConfig(), "processes and buffers")
     algo: AlgoConfig = _f(AlgoConfig(), "learning algorithm")
     gala: GalaConfig = _f(GalaConfig(), "gala mode: gossip between learners")
+    selfplay: SelfPlayConfig = _f(SelfPlayConfig(), "multi-agent envs: opponents from a pool of snapshots")
     model: ModelConfig = _f(ModelConfig(), "policy network")
     run: RunConfig = _f(RunConfig(), "seed, budget, logging")
     reliability: ReliabilityConfig = _f(ReliabilityConfig(), "timeouts and the watchdog")

@@ -16,6 +16,14 @@ import numpy as np
 from fastrl.envs.actions import ActionSpec
 from fastrl.envs.obs_layout import ObsLayout
 
+# How an agent's row takes part in learning (the slots' ``live`` field, written where an adapter has ``live``: a
+# multi-agent env's members, fastrl.envs.pettingzoo). ACTING: its action was taken, the whole loss learns from it;
+# WAITING: another agent moves (a turn-based game), its action is ignored, so only the value learns from it;
+# ABSENT: the agent has left the episode (its observation is zeros), nothing learns from it; OPPONENT: a seat
+# played by a snapshot from the self-play pool (selfplay.opponents = "pool"): its actor forwards the row with the
+# snapshot's parameters, and nothing learns from it.
+ABSENT, WAITING, ACTING, OPPONENT = 0, 1, 2, 3
+
 
 class EnvAdapter(Protocol):
     obs_shape: tuple[int, ...]
@@ -49,6 +57,10 @@ class EnvAdapter(Protocol):
 
     def set_state(self, state: Any) -> None:
         """Go on from a ``get_state`` snapshot, taken in another process (a resumed run)."""
+
+    # Optional, for multi-agent envs (``fastrl.envs.pettingzoo``): ``agents`` (rows per env, the members of one
+    # group, which every layout keeps in one executor) and ``live`` (ACTING, WAITING or ABSENT, read after
+    # every reset and step for the row just written).
 
     def probe(self, seed: int = 0) -> None:
         """One reset and step on a scratch buffer, in the main process before workers start: checks

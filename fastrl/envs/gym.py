@@ -103,6 +103,18 @@ class GymEnv:
         start = np.asarray(getattr(space, "start", 0), space.dtype).ravel()  # MultiDiscrete(nvec, start)
         return lambda action: (np.asarray(action, space.dtype) + start).reshape(space.shape)
 
+    def write_observation(self, obs, out: np.ndarray, check_mask: bool = True) -> None:
+        """``obs`` checked and written into the row ``out``, as a step's is; ``check_mask`` False lets an
+        ``action_mask`` allow no action (a turn-based game's waiting player: ``fastrl.envs.pettingzoo``)."""
+        if self.dict_writer is not None:
+            self.dict_writer.write(obs, out, check_mask)
+        else:
+            self._write_box(obs, out)
+
+    def env_action(self, action):
+        """fastrl's stored action as the env's action space takes it."""
+        return self._to_env(action)
+
     # ---------------------------------------------------------------- checks
 
     def _write_box(self, obs, out: np.ndarray) -> None:
@@ -246,12 +258,12 @@ class _DictWriter:
         self.container = containers.get(type(space))
         self.kind = type(space).__name__ if space is not None else "Dict"
 
-    def write(self, obs, out: np.ndarray) -> None:
+    def write(self, obs, out: np.ndarray, check_mask: bool = True) -> None:
         if self.container is not None and not isinstance(obs, self.container):
             raise EnvOutputError(f"an observation of type {type(obs).__name__}; the observation space is a {self.kind}")
         for part in self.layout.parts:
             self._write_part(part, obs, self.layout.view(out, part))
-        if self.mask_blocks:
+        if self.mask_blocks and check_mask:
             assert self.mask is not None, "mask blocks come from the layout's mask part"
             self._check_mask(self.layout.view(out, self.mask))
 

@@ -40,6 +40,7 @@ class EnvInfo:
     frames_per_step: int
     action: ActionSpec | None = None  # None: Discrete(n_actions)
     obs_layout: ObsLayout | None = None  # a Dict observation's parts in the row (fastrl.envs.obs_layout); None: a Box
+    agents: int = 1  # rows per env: a multi-agent env's agents (fastrl.envs.pettingzoo), kept in one executor
 
     def __post_init__(self):
         if self.action is None:
@@ -201,6 +202,12 @@ def adapter_contract_gaps(env) -> list[str]:
     return gaps
 
 
+def _is_factory_id(env_id: str) -> bool:
+    """'package.module:factory', except PettingZoo's own modules ('pettingzoo.classic:connect_four_v3'), which
+    the ``pettingzoo`` backend makes (fastrl.envs.pettingzoo)."""
+    return ":" in env_id and not env_id.startswith("pettingzoo.")
+
+
 def _make_atari(config: EnvConfig, env_index: int) -> EnvAdapter:
     from fastrl.envs.atari import AtariEnv
 
@@ -229,7 +236,7 @@ def _make_gymnasium(config: EnvConfig, env_index: int) -> EnvAdapter:
 
 GYMNASIUM = "gymnasium"
 for _backend in (
-    EnvBackend("factory", lambda env_id: ":" in env_id, _make_from_factory, "'package.module:factory' ids"),
+    EnvBackend("factory", _is_factory_id, _make_from_factory, "'package.module:factory' ids"),
     EnvBackend("atari", _is_atari, _make_atari, "ALE ids, with fastrl's own frame preprocessing"),
     EnvBackend("minigrid", _is_minigrid, _make_minigrid, "MiniGrid-* ids, their grid as one-hot cells"),
     EnvBackend(GYMNASIUM, lambda env_id: True, _make_gymnasium, "every other id: gymnasium.make"),
@@ -252,6 +259,7 @@ def probe_env(config: EnvConfig) -> EnvInfo:
             env.frames_per_step,
             env.action_spec,
             env.obs_layout,
+            int(getattr(env, "agents", 1)),
         )
     finally:
         env.close()

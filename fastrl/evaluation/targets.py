@@ -154,7 +154,7 @@ def code_named_by(config: Config) -> list[str]:
     """The config's values that name code to import and call: ``module:factory`` env ids and model names, and
     ``module:NAME`` plug-in algorithms."""
     named = []
-    if ":" in config.env.id:
+    if ":" in config.env.id and not config.env.id.startswith("pettingzoo."):  # PettingZoo's own envs are not
         kwargs = f" with env.kwargs = {config.env.kwargs!r}" if config.env.kwargs else ""
         named.append(f"env.id = {config.env.id!r}{kwargs}")
     if ":" in config.model.name and config.model.name not in _builtin_models():

@@ -45,6 +45,7 @@ from fastrl.learning import agent_steps_per_update, frames_per_update, schedules
 from fastrl.learning.checked_step import CheckedStep
 from fastrl.learning.gossip import Gossip, PeerFinished
 from fastrl.learning.reward_normalization import reward_scaler
+from fastrl.learning.selfplay import SelfPlayPool
 from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.distributions import distribution_for
 from fastrl.models.policy import build_policy
@@ -97,7 +98,7 @@ class Learner:
         worker = WorkerIds(executors, resolved_int(engine.actors, "engine.actors"), engine.learners).learner(index)
         self.timing = buffers.control.timing[worker]
         self.owned = spec.learner_envs(index)  # every env, or this gala learner's share
-        owners = owner_of(spec.envs, executors)
+        owners = owner_of(spec.envs, executors, spec.env_unit)
         self.executors = sorted({int(owners[e]) for e in self.owned})  # whose envs this learner starts
         self.rollout = 0  # the rollout the envs are filling
         self.version = 0  # of self.model; rollout j acts with version j
@@ -145,6 +146,8 @@ class Learner:
         for net in self.rule.differentiated():
             self.cohort.watch(net)
         self.gossip = Gossip(spec, buffers, index, self.model, worker) if spec.gala else None
+        pool = config.selfplay.opponents == "pool"
+        self.selfplay = SelfPlayPool(spec, buffers, self.stats) if pool else None  # the opponents' snapshots
         self.rule.warm_up(self.uploads.of(self._zero_storage()))
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
@@ -172,6 +175,8 @@ class Learner:
         self.rule.load(state)
         if self.rewards is not None:
             self.rewards.load(state.get("reward_scaling"))
+        if self.selfplay is not None:
+            self.selfplay.load(state["selfplay"])
         self.version = state["version"]
         self.stats[Stat.UPDATES] = state["updates"]
         self.move_to(state["rollout"])
@@ -251,6 +256,8 @@ class Learner:
     def learn(self, storage: dict[str, np.ndarray], rollout: int, env_ids: np.ndarray | None = None) -> None:
         """The rule takes what D(θ_rollout) gives and keeps it pending; its loss terms go to the stats row.
         ``env_ids``: the env of each slot (async batches; default: the learner's envs in order)."""
+        if self.selfplay is not None:  # the games that ended, rated from the raw rewards
+            self.selfplay.observe(storage, rollout)
         if self.rewards is not None:  # a scaled copy: the slots keep the raw rewards
             storage = self.rewards.scaled(storage, env_ids)
         self._schedule_loss_weights()
@@ -297,7 +304,10 @@ class Learner:
         self.stats[Stat.AGENT_STEPS] = rollout * self.steps_per_update
 
     def publish(self) -> None:
-        """θ into the weight slot of the rollout that acts with it (version v is rollout v's)."""
+        """θ into the weight slot of the rollout that acts with it (version v is rollout v's); with a self-play
+        pool, that rollout's opponents drawn first."""
+        if self.selfplay is not None:
+            self.selfplay.prepare(self.version, self.model)
         self.weights[self.version % len(self.weights)].publish(self.model, self.version)
         self.stats[Stat.VERSION] = self.version
 
@@ -406,6 +416,8 @@ class Learner:
         }
         if self.rewards is not None:
             state["reward_scaling"] = self.rewards.state()
+        if self.selfplay is not None:
+            state["selfplay"] = self.selfplay.state()
         return copy.deepcopy(state) if copied else state
 
     def _checkpoint(self, kind: str, resume_state: dict | None = None, exact: bool = False) -> dict:

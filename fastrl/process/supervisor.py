@@ -99,6 +99,44 @@ def check_env_backend(config) -> None:
         )
 
 
+MULTI_AGENT_ALGOS = ("ppo", "a2c")  # the losses that weigh each row by how its agent took part (slots' live)
+
+
+def check_agents(config, info) -> None:
+    """A multi-agent env's k rows stay together: ``engine.envs`` and every rank's and executor's share hold whole
+    envs; only the losses that read the rows' ``live`` field learn from them (a waiting agent's row must not)."""
+    agents, engine = info.agents, config.engine
+    if agents == 1:
+        if config.selfplay.opponents == "pool":
+            raise ConfigError(
+                f"selfplay.opponents = 'pool' needs a multi-agent env (PettingZoo); env {config.env.id!r} has one agent"
+            )
+        return
+    games = engine.envs // agents
+    if engine.envs % agents:  # under torchrun: each rank's share
+        raise ConfigError(
+            f"engine.envs = {engine.envs} counts agent rows: env {config.env.id!r} has {agents} agents, so it must be "
+            f"a multiple of {agents} (under torchrun, each rank's share)"
+        )
+    if config.selfplay.opponents == "pool" and (engine.mode != "sync" or engine.learners > 1):
+        raise ConfigError(
+            f"selfplay.opponents = 'pool' swaps each env's opponent at the barrier between rollouts, where no env "
+            f"is stepping: engine.mode = 'sync' with one learner (got engine.mode = {engine.mode!r}, "
+            f"engine.learners = {engine.learners})"
+        )
+    if config.algo.name not in MULTI_AGENT_ALGOS:
+        raise ConfigError(
+            f"algo.name = {config.algo.name!r} does not learn from multi-agent envs (env {config.env.id!r}, {agents} "
+            f"agents): {' or '.join(map(repr, MULTI_AGENT_ALGOS))}, whose losses skip waiting and absent agents"
+        )
+    executors = engine.executors
+    if isinstance(executors, int) and executors > games:
+        raise ConfigError(
+            f"engine.executors = {executors} is more than the {games} envs of {agents} agents in engine.envs = "
+            f"{engine.envs}: an env's agents are stepped by one executor"
+        )
+
+
 def plan_run(config: Config) -> RunPlan:
     """Validate the env and the model, choose the "auto" process layout and compiling, size every buffer,
     before anything is started.
@@ -133,6 +171,7 @@ def plan_run(config: Config) -> RunPlan:
     image_model = hasattr(policy, "set_precision")  # a built-in CNN: threads and compiling pay for it
     config = resolve_layout(config, image_model=image_model)  # once, here: every process gets the same numbers
     config = resolve_compile(config, torch.device(config.engine.device), image_model)  # and the same graphs
+    check_agents(config, info)
     engine = config.engine
     check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)
@@ -147,9 +186,20 @@ def plan_run(config: Config) -> RunPlan:
         action.slot_shape,
         action.slot_dtype,
         hidden_size=2 * config.model.lstm,
+        live=info.agents > 1,
     )
     ids = _worker_ids(config)
-    plan = BufferPlan(shape, n_params, engine.learners, ids.total, mode.weight_slots, engine.mode == "gala")
+    pool = config.selfplay.pool_size if config.selfplay.opponents == "pool" else 0
+    plan = BufferPlan(
+        shape,
+        n_params,
+        engine.learners,
+        ids.total,
+        mode.weight_slots,
+        engine.mode == "gala",
+        pool,
+        engine.envs // info.agents if pool else 0,
+    )
     try:
         check_space(plan.layout().nbytes)
     except ShmSpaceError as exc:

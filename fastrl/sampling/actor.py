@@ -25,6 +25,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
+from fastrl.envs.base import OPPONENT
 from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.policy import build_policy
@@ -45,7 +46,7 @@ class Actor:
         self.lockstep = spec.mode.lockstep
         self.learner_of = owner_of(spec.envs, spec.learners)
         self.served_of_learner = np.bincount(self.learner_of[served], minlength=spec.learners)
-        self.executor_of = owner_of(spec.envs, executors)
+        self.executor_of = owner_of(spec.envs, executors, spec.env_unit)
         self.device = process_device(engine.actor_device, spec.local_rank)
         configure_cuda(spec.config, self.device)  # before the first CUDA call: TF32 and cuDNN as configured
         self.micro_batch = resolved_int(engine.micro_batch, "engine.micro_batch")
@@ -78,6 +79,14 @@ class Actor:
         self.hidden_batch = (
             None if self.hidden is None else torch.empty((self.served, self.hidden.shape[1]), pin_memory=pinned)
         )
+        # self-play against a pool (fastrl.learning.selfplay): OPPONENT rows act with their env's snapshot
+        self.pool = buffers.plan.pool > 0
+        self.live = rows.get("live")
+        self.agents = spec.env_unit
+        self.opponents = buffers.opponents if self.pool else None
+        self.pool_params = [buffers.pool_params(k) for k in range(buffers.plan.pool)]
+        self.pool_models: dict[int, torch.nn.Module] = {}
+        self.pool_versions: dict[int, int] = {}
         self.pending: list[list[int]] = [[] for _ in range(sets)]  # requests by weight set
         self.constant: list[tuple | None] = [None] * sets  # (version, logits, value) of an obs-blind policy
         self.zero_micro_batch: torch.Tensor | None = None  # its input, made on first use
@@ -158,9 +167,14 @@ class Actor:
     def _act(self, messages: np.ndarray, weights: int) -> np.ndarray:
         """Write the actions of these requests' rows with weight set ``weights``; returns their envs."""
         envs, rows = decode_request(messages, self.envs_total)
-        n = len(rows)
         model = self.models[weights]
         version = self.params[weights].load_into(model, self.versions[weights])
+        if self.pool:
+            rows = self._act_opponents(envs, rows, version)
+        n = len(rows)
+        if n == 0:  # every row a snapshot's
+            self.versions[weights] = version
+            return envs
         if self.reads_observations:
             logits, value = self._forward(model, rows)
         else:
@@ -195,6 +209,37 @@ class Actor:
         )
         self.hidden[rows + 1] = after.float().cpu().numpy()  # row t + 1 of the same slot: the actor never acts on row T
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
+
+    def _act_opponents(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
+        """Act on the rows a pool snapshot plays, each env's with the snapshot the learner drew for this rollout
+        (version v acts on rollout v); the learning seats' rows are returned for the learner's weights."""
+        assert self.live is not None and self.opponents is not None, "a pool needs multi-agent envs"
+        played = self.live[rows] == OPPONENT
+        if not played.any():
+            return rows
+        slots = self.opponents[version % 2][envs[played] // self.agents]
+        for slot in np.unique(slots).tolist():
+            chosen = rows[played][slots == slot]
+            logits, value = self._forward(self._pool_model(slot), chosen)
+            self.distribution.sample_rows(
+                np.ascontiguousarray(logits, np.float32),
+                np.ascontiguousarray(value, np.float32),
+                version,  # stamped as the rollout's: no loss reads these rows
+                chosen,
+                self.u,
+                self.action,
+                self.logp,
+                self.value,
+                self.stamp,
+            )
+        return rows[~played]
+
+    def _pool_model(self, slot: int) -> torch.nn.Module:
+        model = self.pool_models.get(slot)
+        if model is None:
+            model = self.pool_models[slot] = copy.deepcopy(self.model)
+        self.pool_versions[slot] = self.pool_params[slot].load_into(model, self.pool_versions.get(slot, -1))
+        return model
 
     def _constant_outputs(self, weights: int, version: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         """A policy that ignores the observation gives every row the same outputs: forward one

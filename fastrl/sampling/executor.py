@@ -43,11 +43,11 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Activity, Clock, Phase
 from fastrl.config import resolved_int
 from fastrl.envs import EnvAdapter
-from fastrl.envs.base import EnvGroup
+from fastrl.envs.base import OPPONENT, EnvGroup
 from fastrl.envs.gym import EnvOutputError
 from fastrl.envs.registry import make_envs
 from fastrl.errors import EnvError
-from fastrl.partition import owner_of, split
+from fastrl.partition import opponent_rows, owner_of, split
 from fastrl.runs.checkpoint import CheckpointStore, read_env_states, write_env_states
 from fastrl.sampling.channels import Channels, decode_go, encode_request
 from fastrl.sampling.slot_cycles import cycle_for
@@ -71,7 +71,7 @@ class Executor:
         actors = resolved_int(engine.actors, "engine.actors")
         self.spec, self.channels, self.index = spec, channels, index
         self.mode, self.envs_total, self.steps = spec.mode, spec.envs, spec.steps
-        self.env_list = [int(e) for e in split(spec.envs, executors)[index]]  # this executor's envs
+        self.env_list = [int(e) for e in split(spec.envs, executors, spec.env_unit)[index]]  # this executor's envs
         self.local_of = {e: i for i, e in enumerate(self.env_list)}
         self.learners = spec.learners
         self.learner_of = owner_of(spec.envs, spec.learners)  # gala: each learner starts its own envs' rollouts
@@ -80,7 +80,8 @@ class Executor:
             for learner in range(spec.learners)
         ]
         n = len(self.env_list)
-        self.group_size = max(1, -(-n // engine.env_groups))
+        unit = spec.env_unit  # a multi-agent env's rows are never split between groups
+        self.group_size = max(1, -(-n // unit // engine.env_groups)) * unit
         self.envs: list[EnvAdapter] = make_envs(
             spec.config.env, [spec.global_env(e) for e in self.env_list], self.group_size
         )
@@ -106,6 +107,11 @@ class Executor:
         # a recurrent policy's state per row (model.lstm): the actor writes row t + 1 as it acts on row t; the
         # executor zeroes it where an episode starts and carries it across slots like the observation
         self.hidden = rows.get("hidden")
+        self.live = rows.get("live")  # a multi-agent env's rows: how each takes part in learning (envs.base)
+        # self-play against a pool: the seats a snapshot plays are marked OPPONENT whatever the env says
+        pool = spec.config.selfplay.opponents == "pool"
+        played_by_pool = opponent_rows(spec.envs, spec.env_unit) if pool else np.zeros(spec.envs, bool)
+        self.opponent = [bool(played_by_pool[e]) for e in self.env_list]
         self.worker = WorkerIds(executors, actors, engine.learners).executor(index)
         self.name = f"executor-{index}"
         self.control = buffers.control
@@ -236,12 +242,16 @@ class Executor:
         self.obs[row] = state["obs"]
         if self.hidden is not None:
             self.hidden[row] = state["hidden"]
+        if self.live is not None:
+            self.live[row] = self._live(i)
 
     def carry(self, row: int, last: int) -> None:
         """Row 0 of an env's next slot goes on from row T of its last: the observation, and a recurrent state."""
         self.obs[row] = self.obs[last]
         if self.hidden is not None:
             self.hidden[row] = self.hidden[last]
+        if self.live is not None:
+            self.live[row] = self.live[last]
 
     def _reset_seed(self, i: int) -> int:
         return int(self.rngs[i].integers(RESET_SEED_BOUND))
@@ -293,6 +303,8 @@ class Executor:
                 self.episode_return[i] = 0.0
                 self.episode_length[i] = 0
                 self._reset(i, row + 1)
+        if self.live is not None:
+            self.live[row + 1] = self._live(i)
         t = self.t[i] = self.t[i] + 1
         if t == self.steps:
             self.row[i] = row + 1
@@ -339,7 +351,13 @@ class Executor:
                 self._env_failed(i, "reset", -1, exc, last=attempt == attempts)
                 continue
             self.activity[_PHASE] = _IDLE
+            if self.live is not None:
+                self.live[row] = self._live(i)
             return
+
+    def _live(self, i: int) -> int:
+        """How env ``i``'s row just written takes part in learning (``fastrl.envs.base``)."""
+        return OPPONENT if self.opponent[i] else self.envs[i].live  # type: ignore[attr-defined]  # multi-agent
 
     def _env_failed(self, i: int, phase: str, action: int, exc: Exception, last: bool = False) -> None:
         """Raise the ``EnvError`` that names the env, or count the error and let the caller reset."""

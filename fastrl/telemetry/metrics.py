@@ -167,6 +167,13 @@ class Telemetry:
             line["ranks_s"] = round(float(stats[Stat.RANKS_S]), 3)  # torchrun: in collectives with the other ranks
         for name, column in self.algorithm_metrics.items():  # what the algorithm's registration names
             line[name] = float(stats[column])
+        if self.config.selfplay.opponents == "pool":  # fastrl.learning.selfplay: ratings against the pool
+            line.update(
+                elo=round(float(stats[Stat.ELO]), 2),
+                pool_size=int(stats[Stat.POOL_SIZE]),
+                pool_score=_finite_or_none(stats[Stat.POOL_SCORE]),
+                pool_games=int(stats[Stat.POOL_GAMES]),
+            )
         if self.gala:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
             line.update(self._learner_lines(now - self.last_log))

@@ -2,7 +2,8 @@
 
 Panels: the mean return against frames or training seconds (one line per run, labelled with
 the run directory's name), the fps, the time split (env / inference / learning / waiting:
-one colour per kind, one line style per run) and, for gala runs, each learner's return.
+one colour per kind, one line style per run), for gala runs each learner's return and, for self-play against a
+pool, the learner's Elo rating.
 
 matplotlib draws on a ``Figure`` with its Agg canvas, never through ``pyplot``: nothing
 global is switched (a notebook's backend stays as it was) and no display is needed.
@@ -117,10 +118,12 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
     _check_x(x)
     Figure = _import_figure()
     gala = [run for run in runs if run.learners()]
-    panels = 4 if gala else 3
+    rated = [run for run in runs if any("elo" in line for line in run.lines)]  # self-play against a pool
+    panels = 3 + bool(gala) + bool(rated)
     figure = Figure(figsize=(9, 2.8 * panels), layout="constrained")
     axes = figure.subplots(panels, 1, sharex=True)
     returns, fps, split = axes[:3]
+    elo = axes[3 + bool(gala)] if rated else None
     for i, run in enumerate(runs):
         style = _STYLES[i % len(_STYLES)]
         xs = run.x(x)
@@ -138,8 +141,12 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
                     color=f"C{learner % 10}",
                     label=f"{run.name} learner {learner}",
                 )
-    titles = ["mean return", "frames per second", "share of the workers' time"] + (
-        ["return per learner"] if gala else []
+        if elo is not None and run in rated:
+            elo.plot(xs, run.column("elo"), style, label=run.name)
+    titles = (
+        ["mean return", "frames per second", "share of the workers' time"]
+        + (["return per learner"] if gala else [])
+        + (["Elo rating against the self-play pool"] if rated else [])
     )
     for ax, title in zip(axes, titles):
         ax.set_title(title, loc="left", fontsize=10)

@@ -1,0 +1,150 @@
+"""``fastrl eval RUN --opponent X``: a trained multi-agent policy plays games against an opponent; wins, draws
+and losses counted.
+
+The policy takes one seat of each game, in turn (game i: seat ``i % agents``, so it plays first and second
+equally often), the opponent every other seat. The opponent is a scripted player (``random``,
+``connect_four_lookahead`` or a ``package.module:factory``: ``fastrl.evaluation.opponents``) or another run's
+trained policy (a run directory or checkpoint). Game i is reset with the i-th draw of a stream seeded by
+``seed``, and every sampled action draws from a second one, so a match replays exactly. A game is won by the
+seat whose return is above every other seat's, drawn where it ties the best.
+
+Returns ``{"checkpoint", "env_id", "opponent", "games", "wins", "draws", "losses", "win_rate", "score_rate",
+"margin_mean", "by_seat": {agent: {"wins", "draws", "losses"}}, "greedy", "seed"}``; ``score_rate`` counts a
+draw as half a win.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fastrl.config import ConfigError
+from fastrl.envs.base import ACTING
+from fastrl.evaluation.opponents import Player, scripted_player
+from fastrl.evaluation.play import RESET_SEED_BOUND, _action
+
+MAX_STEPS = 1_000_000  # a game that never ends is a broken env, not a long match
+
+
+@dataclass
+class PolicyPlayer:
+    """A trained policy choosing an action from its row, as the actors do."""
+
+    model: Any  # torch.nn.Module
+    distribution: Any  # fastrl.models.distributions.ActionDistribution
+    greedy: bool
+
+    def act(self, row: np.ndarray, raw, rng: np.random.Generator):
+        import torch
+
+        head, _ = self.model(torch.from_numpy(row[None]))
+        return _action(self.distribution, head, self.greedy, rng)
+
+
+@dataclass
+class ScriptedPlayer:
+    player: Player
+
+    def act(self, row: np.ndarray, raw, rng: np.random.Generator):
+        mask = raw.get("action_mask") if isinstance(raw, dict) else None
+        return self.player(raw, None if mask is None else np.asarray(mask), rng)
+
+
+def _player_of(spec: str, greedy: bool, trust_code: bool):
+    scripted = scripted_player(spec)
+    if scripted is not None:
+        return ScriptedPlayer(scripted)
+    from fastrl.evaluation.trained_policy import load_trained
+    from fastrl.models.distributions import distribution_for
+
+    if not Path(spec).exists():
+        raise ConfigError(
+            f"--opponent {spec!r}: not a built-in player ('random', 'connect_four_lookahead'), a "
+            "'package.module:factory' or a run directory / checkpoint that exists"
+        )
+    trained = load_trained(spec, trust_code=trust_code)
+    return PolicyPlayer(trained.model, distribution_for(trained.env_info.action), greedy)
+
+
+def play_matches(
+    target: str | Path,
+    opponent: str = "random",
+    games: int = 100,
+    seed: int = 0,
+    greedy: bool = False,
+    params: str | int = "auto",
+    trust_code: bool = False,
+) -> dict:
+    """``games`` games of the policy of ``target`` against ``opponent`` (see the module's doc)."""
+    import torch
+
+    from fastrl.envs.pettingzoo import PettingZooGame
+    from fastrl.evaluation.trained_policy import load_trained
+    from fastrl.models.distributions import distribution_for
+
+    if not isinstance(games, int) or games < 1:
+        raise ConfigError(f"games = {games!r}: expected an int >= 1")
+    trained = load_trained(target, params, trust_code)
+    if trained.env_info.agents < 2:
+        raise ConfigError(
+            f"{str(target)!r} trained on {trained.config.env.id!r}, a single-agent env: --opponent plays "
+            "multi-agent (PettingZoo) runs; play it with fastrl eval TARGET --episodes N"
+        )
+    policy = PolicyPlayer(trained.model, distribution_for(trained.env_info.action), greedy)
+    rival = _player_of(opponent, greedy, trust_code)
+    game = PettingZooGame(trained.config.env.id, dict(trained.config.env.kwargs))
+    reset_stream, action_stream = np.random.SeedSequence(seed).spawn(2)
+    reset_rng, rng = np.random.default_rng(reset_stream), np.random.default_rng(action_stream)
+    outcomes = {agent: [0, 0, 0] for agent in game.agents}  # the policy's wins, draws, losses in each seat
+    margins = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            for index in range(games):
+                seat = index % game.size
+                returns = _play_one(game, policy, rival, seat, int(reset_rng.integers(RESET_SEED_BOUND)), rng)
+                others = np.delete(returns, seat)
+                best = others.max()
+                outcomes[game.agents[seat]][0 if returns[seat] > best else 1 if returns[seat] == best else 2] += 1
+                margins.append(float(returns[seat] - others.mean()))
+    finally:
+        torch.set_num_threads(threads)
+        game.close()
+    wins, draws, losses = (sum(o[k] for o in outcomes.values()) for k in range(3))
+    return {
+        "checkpoint": str(trained.path),
+        "env_id": trained.config.env.id,
+        "opponent": opponent,
+        "games": games,
+        "wins": wins,
+        "draws": draws,
+        "losses": losses,
+        "win_rate": wins / games,
+        "score_rate": (wins + draws / 2) / games,
+        "margin_mean": float(np.mean(margins)),
+        "by_seat": {agent: dict(zip(("wins", "draws", "losses"), o)) for agent, o in outcomes.items()},
+        "greedy": greedy,
+        "seed": seed,
+    }
+
+
+def _play_one(game, policy: PolicyPlayer, rival, seat: int, reset_seed: int, rng: np.random.Generator):
+    """One game, the policy in ``seat``: every seat's return."""
+    rows = np.stack([game.reset_member(m, reset_seed) for m in range(game.size)])
+    returns = np.zeros(game.size)
+    for _ in range(MAX_STEPS):
+        actions = [
+            (policy if m == seat else rival).act(rows[m], game.raw[m], rng) if game.live[m] == ACTING else 0
+            for m in range(game.size)
+        ]
+        game.step(actions)
+        returns += game.rewards
+        if game.over:
+            game.unread_reset = [False] * game.size
+            return returns
+        rows = game.step_obs.copy()
+    raise RuntimeError(f"env {game.env_id!r}: a game did not end in {MAX_STEPS} steps")

@@ -1,0 +1,254 @@
+"""PettingZoo envs in the engine (fastrl/envs/pettingzoo.py): each agent a row, waiting and departed agents kept
+out of the loss, bit-identical across layouts and on resume, Connect Four learned by self-play, and matches
+against a named opponent (``fastrl eval --opponent``). Envs: PettingZoo's connect_four_v3 (turn-based, masked)
+and tests/helpers/agents_env.py (a Parallel env whose agents leave early, their observations NaN from then on)."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import fastrl
+from csrc_free_kernels.step_end import CONTINUES, TERMINATED
+from fastrl.algos.ppo import PPOBatch, ppo_loss
+from fastrl.cli import main
+from fastrl.config import ConfigError, EnvConfig
+from fastrl.envs.base import ABSENT, ACTING, WAITING
+from fastrl.envs.pettingzoo import make_games
+from fastrl.envs.registry import backend_for, probe_env
+from fastrl.evaluation.matches import play_matches
+from fastrl.evaluation.opponents import connect_four_lookahead
+from fastrl.runs.checkpoint import load_checkpoint
+
+pytest.importorskip("pettingzoo")
+
+CONNECT_FOUR = "pettingzoo.classic:connect_four_v3"
+LEAVING = "tests.helpers.agents_env:leaving_agents"
+SMALL = ["run.progress=false", "run.tensorboard=false", "run.log_interval_s=0.5", "engine.rollout=8",
+         "algo.minibatches=2"]
+
+
+def _c4(tmp_path, name, *overrides):
+    run_dir = tmp_path / name
+    summary = fastrl.train("configs/connect_four_selfplay.toml", [*SMALL, "engine.envs=8", *overrides],
+                           run_dir=run_dir)
+    return summary, run_dir
+
+
+def _leaving(tmp_path, name, *overrides, mode="sync"):
+    run_dir = tmp_path / name
+    summary = fastrl.train("configs/connect_four_selfplay.toml", [
+        *SMALL, f"env.id='{LEAVING}'", "env.backend='pettingzoo'", "env.kwargs={agents=3, life=4}",
+        "engine.envs=6", f"engine.mode='{mode}'", "run.total_frames=960", *overrides], run_dir=run_dir)
+    return summary, run_dir
+
+
+def _params(run_dir) -> dict:
+    return load_checkpoint(run_dir)["model"]
+
+
+def _identical(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.unit
+def test_a_turn_based_game_has_one_acting_row_and_the_loser_learns_its_loss_at_the_winners_move():
+    envs = make_games(EnvConfig(id=CONNECT_FOUR), [0, 1])
+    game = envs[0].group
+    rows = np.zeros((2, *envs[0].obs_shape), np.float32)
+    try:
+        for m, env in enumerate(envs):
+            env.reset(3, rows[m])
+        rng = np.random.default_rng(0)
+        for _ in range(42):
+            assert sorted(game.live.tolist()) == [WAITING, ACTING]
+            mover = int(np.flatnonzero(game.live == ACTING)[0])
+            actions = [0, 0]
+            actions[mover] = connect_four_lookahead(game.raw[mover], None, rng)
+            game.step(actions)
+            results = []
+            for m, env in enumerate(envs):  # as the executor does: a member over is reset before the next reads
+                results.append(env.step(actions[m], rows[m], rows[m]))
+                if results[-1][3]:
+                    env.reset(4, rows[m])
+            if results[0][3]:
+                break
+            assert [r[2] for r in results] == [CONTINUES, CONTINUES] and not any(r[0] for r in results)
+        rewards = sorted(r[0] for r in results)
+        assert rewards in ([-1.0, 1.0], [0.0, 0.0])  # the winner +1 and the waiting loser -1 at one step, or a draw
+        assert all(r[2] == TERMINATED and r[3] for r in results)
+    finally:
+        envs[0].close()
+
+
+@pytest.mark.unit
+def test_a_departed_agents_row_is_zeros_and_absent_until_the_episode_ends():
+    envs = make_games(EnvConfig(id=LEAVING, backend="pettingzoo", kwargs={"agents": 3, "life": 2}), [0, 1, 2])
+    game = envs[0].group
+    rows = np.zeros((3, 4), np.float32)
+    for m, env in enumerate(envs):
+        env.reset(1, rows[m])
+    seen = []
+    for _ in range(6):
+        game.step([0, 1, 2])
+        results = [env.step(0, rows[m], rows[m]) for m, env in enumerate(envs)]
+        assert np.isfinite(rows).all()  # the env's NaN never reaches a row
+        seen.append((game.live.tolist(), [r[2] for r in results], results[0][3]))
+        if game.over:
+            break
+    assert seen == [
+        ([ACTING] * 3, [CONTINUES] * 3, False),
+        ([ABSENT, ACTING, ACTING], [TERMINATED, CONTINUES, CONTINUES], False),
+        ([ABSENT, ACTING, ACTING], [TERMINATED, CONTINUES, CONTINUES], False),
+        ([ABSENT, ABSENT, ACTING], [TERMINATED, TERMINATED, CONTINUES], False),
+        ([ABSENT, ABSENT, ACTING], [TERMINATED, TERMINATED, CONTINUES], False),
+        ([ABSENT] * 3, [TERMINATED] * 3, True),
+    ]
+    assert not rows[:2].any()
+
+
+@pytest.mark.unit
+def test_rows_that_did_not_act_change_nothing_in_the_ppo_loss():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 4)
+    forward = lambda obs: (model(obs)[:, :3], model(obs)[:, 3])  # noqa: E731
+    obs = torch.randn(6, 4)
+    live = torch.tensor([ACTING, ACTING, WAITING, ABSENT, ACTING, WAITING])
+    acting, present = (live == ACTING).float(), (live >= WAITING).float()
+
+    def loss(garbage: float):
+        junk = torch.where(acting.bool(), torch.zeros(6), torch.full((6,), garbage))  # policy terms of non-acting
+        absent = torch.where(present.bool(), torch.zeros(6), torch.full((6,), garbage))  # value terms of absent rows
+        batch = PPOBatch(obs, torch.tensor([0, 1, 2, 0, 1, 2]), torch.zeros(6) + junk, torch.zeros(6),
+                         torch.linspace(-1, 1, 6) + junk, torch.ones(6) + absent, acting, present)
+        value, _ = ppo_loss(forward, batch, 0.2, 0.0, 0.5, 0.01, normalize_advantages=True)
+        return value
+
+    assert torch.isfinite(loss(0.0)) and loss(0.0) == loss(1e6)
+
+
+@pytest.mark.unit
+def test_pettingzoo_ids_and_factories_find_their_backend():
+    assert backend_for(EnvConfig(id=CONNECT_FOUR)).name == "pettingzoo"
+    assert backend_for(EnvConfig(id=LEAVING, backend="pettingzoo")).name == "pettingzoo"
+    assert backend_for(EnvConfig(id="tests.helpers.masked_env:masked")).name == "factory"  # a gym factory still
+    info = probe_env(EnvConfig(id=CONNECT_FOUR))
+    assert info.agents == 2 and info.obs_shape == (7 + 6 * 7 * 2,) and info.action.head_size == 7
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize(("mode", "algo"), [("sync", "ppo"), ("hts", "ppo"), ("sync", "a2c"), ("hts", "a2c")])
+def test_agents_that_leave_early_never_reach_the_loss(tmp_path, mode, algo):
+    """3 agents per env, 3 rows per env step; the departed agents' NaN observations would make the loss NaN."""
+    summary, run_dir = _leaving(tmp_path, "run", f"algo.name='{algo}'", mode=mode)
+    assert summary["status"] == "complete" and summary["frames"] == 960  # 6 rows x 8 steps x 20 updates
+    assert all(torch.isfinite(t).all() for t in _params(run_dir).values())
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["episodes"] > 0
+
+
+@pytest.mark.engine
+def test_self_play_is_bit_identical_across_layouts_and_resumes_exactly(tmp_path):
+    job = ["run.total_frames=512", "algo.epochs=2"]
+    _c4(tmp_path, "one", *job, "engine.executors=1", "engine.actors=1", "engine.inline_actors=false")
+    _c4(tmp_path, "two", *job, "engine.executors=2", "engine.actors=2", "engine.inline_actors=false",
+        "engine.step_delay_s=0.0005")
+    _c4(tmp_path, "half", "run.total_frames=256", "algo.epochs=2", "engine.executors=2")
+    fastrl.train(resume=tmp_path / "half", overrides=["run.total_frames=512", "engine.executors=1", "engine.actors=1"])
+    one, two, resumed = (_params(tmp_path / name) for name in ("one", "two", "half"))
+    assert _identical(one, two) and _identical(one, resumed)
+    assert load_checkpoint(tmp_path / "half")["exact"]
+
+
+@pytest.mark.engine
+def test_connect_four_self_play_beats_a_random_player(tmp_path, capsys):
+    """The fast version of the benchmark (docs/multi-agent.md): ~20 s of self-play, then 200 games."""
+    summary, run_dir = _c4(tmp_path, "c4", "engine.envs=64", "engine.rollout=32", "algo.minibatches=4",
+                           "run.total_frames=150000")
+    assert summary["status"] == "complete"
+    assert main(["eval", str(run_dir), "--opponent", "random", "--episodes", "200"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["games"] == 200 and result["wins"] + result["draws"] + result["losses"] == 200
+    assert result["by_seat"]["player_0"]["wins"] + result["by_seat"]["player_0"]["losses"] <= 100
+    assert result["win_rate"] >= 0.75, result  # a random player wins ~50% against another
+
+
+@pytest.mark.engine
+def test_matches_replay_from_their_seed_and_name_what_they_cannot_play(tmp_path):
+    _, run_dir = _c4(tmp_path, "c4", "run.total_frames=256")
+    first = play_matches(run_dir, "connect_four_lookahead", games=6, seed=4)
+    assert first == play_matches(run_dir, "connect_four_lookahead", games=6, seed=4)
+    against_itself = play_matches(run_dir, str(run_dir), games=4)
+    assert against_itself["games"] == 4
+    with pytest.raises(ConfigError, match="--opponent 'nobody'"):
+        play_matches(run_dir, "nobody", games=2)
+    with pytest.raises(ConfigError, match="no callable 'nothing'"):
+        play_matches(run_dir, "fastrl.evaluation.opponents:nothing", games=2)
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize(("overrides", "match"), [
+    (["engine.envs=7"], r"engine.envs = 7 counts agent rows.*2 agents.*multiple of 2"),
+    (["algo.name='impala'", "engine.mode='async'"], r"steps each env group together.*'sync' or 'hts'"),
+    (["algo.name='pqn'"], r"algo.name = 'pqn' does not learn from multi-agent envs"),
+    (["engine.executors=5"], r"engine.executors = 5 is more than the 4 envs of 2 agents"),
+])
+def test_what_a_multi_agent_run_cannot_do_is_refused_before_it_starts(tmp_path, overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        _c4(tmp_path, "refused", *overrides)
+    assert not (tmp_path / "refused" / "checkpoints").exists()
+
+
+POOL = ["selfplay.opponents='pool'", "selfplay.pool_size=3", "selfplay.snapshot_every=2"]
+
+
+@pytest.mark.unit
+def test_the_pools_draws_follow_the_seed_and_rating_prefers_the_opponents_it_beats_least():
+    from fastrl.learning.selfplay import Snapshot, expected_score
+
+    assert expected_score(1200, 1200) == 0.5 and expected_score(1600, 1200) == pytest.approx(10 / 11)
+    from types import SimpleNamespace
+
+    from fastrl.config import Config, SelfPlayConfig
+    from fastrl.learning.selfplay import SelfPlayPool
+
+    def pool(seed, sampling):
+        config = Config()
+        config.run.seed, config.selfplay = seed, SelfPlayConfig(opponents="pool", sampling=sampling, pool_size=4)
+        spec = SimpleNamespace(config=config, env_unit=2, envs=4000)
+        buffers = SimpleNamespace(pool_params=lambda k: None, opponents=np.zeros((2, 2000), np.int64))
+        made = SelfPlayPool(spec, buffers, np.zeros(64))
+        made.entries = [Snapshot(v, v, rating) for v, rating in enumerate((1000.0, 1200.0, 1400.0, 1600.0))]
+        made.rating = 1400.0
+        return made
+
+    assert np.array_equal(pool(1, "uniform")._draw(), pool(1, "uniform")._draw())
+    assert not np.array_equal(pool(1, "uniform")._draw(), pool(2, "uniform")._draw())
+    assert set(pool(1, "latest")._draw().tolist()) == {3}
+    counts = np.bincount(pool(1, "rating")._draw(), minlength=4)
+    assert counts[3] > counts[2] > counts[1] > counts[0]  # the stronger the snapshot, the more often it is drawn
+
+
+@pytest.mark.engine
+def test_a_pool_run_is_bit_identical_across_layouts_resumes_exactly_and_logs_ratings(tmp_path):
+    job = ["run.total_frames=640", "algo.epochs=2", *POOL]
+    _c4(tmp_path, "one", *job, "engine.executors=1", "engine.actors=1", "engine.inline_actors=false")
+    _c4(tmp_path, "two", *job, "engine.executors=2", "engine.actors=2", "engine.inline_actors=false",
+        "engine.step_delay_s=0.0005")
+    _c4(tmp_path, "half", "run.total_frames=320", "algo.epochs=2", *POOL, "engine.executors=2")
+    fastrl.train(resume=tmp_path / "half", overrides=["run.total_frames=640", "engine.executors=1", "engine.actors=1"])
+    one, two, resumed = (_params(tmp_path / name) for name in ("one", "two", "half"))
+    assert _identical(one, two) and _identical(one, resumed)
+    states = [load_checkpoint(tmp_path / name)["resume"]["selfplay"] for name in ("one", "half")]
+    assert states[0]["entries"] == states[1]["entries"] and states[0]["games"] == states[1]["games"] > 0
+    assert [v for v, _, _ in states[0]["entries"]] == [4, 6, 8]  # versions 0-9 acted, a snapshot every 2, 3 kept
+    lines = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["pool_size"] == 3 and lines[-1]["pool_games"] > 0 and lines[-1]["elo"] != 1200.0
+
+
+@pytest.mark.engine
+def test_a_pool_needs_sync_and_a_multi_agent_env(tmp_path):
+    with pytest.raises(ConfigError, match=r"selfplay.opponents = 'pool'.*engine.mode = 'sync'"):
+        _c4(tmp_path, "hts", *POOL, "engine.mode='hts'")
+    with pytest.raises(ConfigError, match=r"needs a multi-agent env"):
+        fastrl.train("configs/cartpole_ppo.toml", [*SMALL, *POOL], run_dir=tmp_path / "cartpole")
