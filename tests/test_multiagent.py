@@ -30,16 +30,17 @@ SMALL = ["run.progress=false", "run.tensorboard=false", "run.log_interval_s=0.5"
 
 def _c4(tmp_path, name, *overrides):
     run_dir = tmp_path / name
-    summary = fastrl.train("configs/connect_four_selfplay.toml", [*SMALL, "engine.envs=8", *overrides],
-                           run_dir=run_dir)
+    summary = fastrl.train("configs/connect_four_selfplay.toml",
+                           [*SMALL, "engine.envs=8", "selfplay.opponents='shared'", *overrides], run_dir=run_dir)
     return summary, run_dir
 
 
 def _leaving(tmp_path, name, *overrides, mode="sync"):
     run_dir = tmp_path / name
     summary = fastrl.train("configs/connect_four_selfplay.toml", [
-        *SMALL, f"env.id='{LEAVING}'", "env.backend='pettingzoo'", "env.kwargs={agents=3, life=4}",
-        "engine.envs=6", f"engine.mode='{mode}'", "run.total_frames=960", *overrides], run_dir=run_dir)
+        *SMALL, f"env.id='{LEAVING}'", "env.backend='pettingzoo'", "selfplay.opponents='shared'",
+        "env.kwargs={agents=3, life=4}", "engine.envs=6", f"engine.mode='{mode}'", "run.total_frames=960",
+        *overrides], run_dir=run_dir)
     return summary, run_dir
 
 
@@ -252,3 +253,15 @@ def test_a_pool_needs_sync_and_a_multi_agent_env(tmp_path):
         _c4(tmp_path, "hts", *POOL, "engine.mode='hts'")
     with pytest.raises(ConfigError, match=r"needs a multi-agent env"):
         fastrl.train("configs/cartpole_ppo.toml", [*SMALL, *POOL], run_dir=tmp_path / "cartpole")
+
+
+@pytest.mark.engine
+def test_the_matches_bench_trains_for_its_minutes_then_plays_each_opponent(tmp_path, capsys):
+    assert main(["bench", "matches", "--minutes", "0.05", "--games", "4", "--opponent", "random",
+                 "--set", "engine.envs=8", "--set", "engine.rollout=8", "--set", "algo.minibatches=2",
+                 "--set", "run.progress=false", "--run-dir", str(tmp_path / "run")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["matches"]) == {"random"} and result["matches"]["random"]["wins"] <= 4
+    assert result["train_s"] <= 3 + 0.05 * 60 and (tmp_path / "run" / "matches.json").is_file()
+    with pytest.raises(SystemExit):
+        main(["bench", "matches", "--games", "4"])  # --minutes is required
