@@ -87,19 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
+    from fastrl.bench import report
 
-    from fastrl.process.faults import RunFailed, RunInterrupted
-
-    try:
-        result = measure(
-            args.config, args.minutes, args.opponent or DEFAULT_OPPONENTS, args.games, args.set, args.run_dir
-        )
-    except ConfigError as exc:
-        print(f"fastrl: bad config: {exc}", file=sys.stderr)
-        return 2
-    except (RunFailed, RunInterrupted) as exc:
-        print(f"\nfastrl: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(json.dumps(result))
-    return 0
+    opponents = args.opponent or DEFAULT_OPPONENTS
+    return report(lambda: measure(args.config, args.minutes, opponents, args.games, args.set, args.run_dir))

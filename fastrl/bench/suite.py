@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import shutil
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -322,17 +321,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fastrl.process.faults import RunFailed, RunInterrupted
+    from fastrl.bench import report
 
-    try:
-        result = run_suite(
+    return report(
+        lambda: run_suite(
             args.config, args.games, args.seeds, args.minutes, args.frames, args.out, args.window, args.set
-        )
-    except ConfigError as exc:
-        print(f"fastrl: bad config: {exc}", file=sys.stderr)
-        return 2
-    except (RunFailed, RunInterrupted) as exc:
-        print(f"\nfastrl: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(json.dumps({key: result[key] for key in ("games", "seeds", "aggregates", "without_score")}))
-    return 0
+        ),
+        lambda result: {key: result[key] for key in ("games", "seeds", "aggregates", "without_score")},
+    )

@@ -199,17 +199,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Measure with the parsed ``add_arguments`` options and print the JSON line; returns the exit code."""
-    import sys
+    from fastrl.bench import report
 
-    from fastrl.process.faults import RunFailed, RunInterrupted
-
-    try:
-        result = measure(args.config, args.target, args.max_minutes, args.window, args.set, args.run_dir)
-    except ConfigError as exc:
-        print(f"fastrl: bad config: {exc}", file=sys.stderr)
-        return 2
-    except (RunFailed, RunInterrupted) as exc:
-        print(f"\nfastrl: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(json.dumps(result))
-    return 0
+    return report(lambda: measure(args.config, args.target, args.max_minutes, args.window, args.set, args.run_dir))
