@@ -101,6 +101,16 @@ def test_gala_runs_get_a_panel_per_learner(tmp_path):
     np.testing.assert_array_equal(learners[1].get_ydata(), [2.0, 5.0])
 
 
+def test_self_play_runs_get_a_panel_of_their_elo_rating(tmp_path):
+    _write(tmp_path / "pool", [_line(1.0, 100, 0.0, elo=1200.0), _line(2.0, 200, 0.0, elo=1234.5)])
+    _write(tmp_path / "plain", [_line(1.0, 100, 1.0), _line(2.0, 200, 2.0)])
+    figure = plot_runs([tmp_path / "pool", tmp_path / "plain"])
+    assert len(figure.axes) == 4 and figure.axes[3].get_title(loc="left").startswith("Elo")
+    ratings = figure.axes[3].get_lines()
+    assert [line.get_label() for line in ratings] == ["pool"]
+    np.testing.assert_array_equal(ratings[0].get_ydata(), [1200.0, 1234.5])
+
+
 def test_bad_input_is_refused_with_the_reason(tmp_path, two_runs, capsys):
     with pytest.raises(ConfigError, match="no metrics.jsonl"):
         plot_runs(tmp_path)
