@@ -62,6 +62,10 @@ def _eval(args: argparse.Namespace) -> int:
     from fastrl.evaluation.matches import play_matches
 
     try:
+        if args.opponent is not None and args.env is not None:
+            raise ConfigError(
+                "--env plays a one-player env, --opponent the run's own multi-agent game: one or the other"
+            )
         if args.opponent is not None:
             result = play_matches(
                 args.target,
@@ -82,6 +86,7 @@ def _eval(args: argparse.Namespace) -> int:
                 max_steps=args.max_steps,
                 video=args.video,
                 trust_code=args.trust_code,
+                env_id=args.env,
             )
     except ConfigError as exc:
         print(f"fastrl: cannot evaluate: {exc}", file=sys.stderr)
@@ -194,6 +199,7 @@ def _benches() -> dict:
         startup,
         suite,
         time_to_score,
+        two_player,
     )
 
     return {
@@ -212,6 +218,7 @@ def _benches() -> dict:
             "train until the mean score of the last W episodes reaches a target, or a time cap",
         ),
         "matches": (matches, "a multi-agent config trained for a time, then matches against named opponents"),
+        "two-player": (two_player, "the engine on a two-player Atari game against the one-player game"),
         "startup": (startup, "a run's seconds from train() to return, workers forked from the fork server vs spawned"),
         "suite": (suite, "a config on several Atari games and seeds: human-normalised IQM and median with intervals"),
         "invariance": (invariance, "a device's forward: rows that change with their batch, error against the CPU"),
@@ -271,6 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
         "package.module:factory or a run directory) and count wins, draws and losses",
     )
     evaluate.add_argument("--max-steps", type=int, metavar="N", help="cut each episode after N agent steps")
+    evaluate.add_argument(
+        "--env",
+        metavar="ENV_ID",
+        help="play on this env instead of the run's, where its rows are the run's (a self-play Pong policy as "
+        "the one player of PongNoFrameskip-v4)",
+    )
     evaluate.add_argument(
         "--video",
         metavar="FILE",

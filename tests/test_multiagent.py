@@ -265,3 +265,63 @@ def test_the_matches_bench_trains_for_its_minutes_then_plays_each_opponent(tmp_p
     assert result["train_s"] <= 3 + 0.05 * 60 and (tmp_path / "run" / "matches.json").is_file()
     with pytest.raises(SystemExit):
         main(["bench", "matches", "--games", "4"])  # --minutes is required
+
+
+PONG2 = "pettingzoo.atari:pong_v3"
+
+
+def _pong2(tmp_path, name, *overrides):
+    run_dir = tmp_path / name
+    summary = fastrl.train("configs/pong_selfplay.toml", [
+        *SMALL, "engine.envs=4", "model.precision='fp32'", "run.total_frames=512", "algo.epochs=1",
+        "algo.lr_schedule='constant'", *overrides],  # its linear lr anneals over total_frames: the halves differ
+        run_dir=run_dir)
+    return summary, run_dir
+
+
+@pytest.mark.unit
+def test_two_player_pong_is_one_emulator_for_both_paddles_mirrored_for_the_second_and_restores_exactly():
+    pytest.importorskip("multi_agent_ale_py")
+    config = EnvConfig(id=PONG2, atari=fastrl.config.AtariConfig(mirror_players=True))
+    first, restored = (make_games(config, [0, 1])[0].group for _ in range(2))
+    assert first.agents == ["first_0", "second_0"] and first.n_actions == 6 and first.obs_shape == (4, 84, 84)
+    for m in range(2):
+        first.reset_member(m, 7)
+    rng = np.random.default_rng(0)
+    scores = np.zeros(2)
+    for _ in range(300):
+        first.step(list(rng.integers(6, size=2)))
+        scores += first.raw_rewards
+        assert np.array_equal(first.step_obs[1], first.step_obs[0][:, :, ::-1])
+    assert scores[0] == -scores[1] and np.abs(scores).sum() > 0  # points were scored, each one +1 and -1
+    restored.restore(first.state())
+    moves = rng.integers(6, size=(200, 2))
+    seen = [(first.step(list(a)), first.step_obs.copy(), first.raw_rewards.copy())[1:] for a in moves]
+    again = [(restored.step(list(a)), restored.step_obs.copy(), restored.raw_rewards.copy())[1:] for a in moves]
+    assert all(np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]) for x, y in zip(seen, again))
+
+
+@pytest.mark.engine
+def test_two_player_pong_self_play_is_bit_identical_across_layouts_and_resumes_exactly(tmp_path):
+    pytest.importorskip("multi_agent_ale_py")
+    _pong2(tmp_path, "one", "engine.executors=1", "engine.actors=1", "engine.inline_actors=false")
+    _pong2(tmp_path, "two", "engine.executors=2", "engine.actors=2", "engine.inline_actors=false")
+    _pong2(tmp_path, "half", "run.total_frames=256", "engine.executors=2")
+    fastrl.train(resume=tmp_path / "half", overrides=["run.total_frames=512", "engine.executors=1", "engine.actors=1"])
+    one, two, resumed = (_params(tmp_path / name) for name in ("one", "two", "half"))
+    assert _identical(one, two) and _identical(one, resumed)
+    assert load_checkpoint(tmp_path / "half")["exact"]
+
+
+@pytest.mark.engine
+def test_a_two_player_pong_policy_plays_a_random_paddle_and_the_one_player_game(tmp_path):
+    pytest.importorskip("multi_agent_ale_py")
+    from fastrl.evaluation import evaluate
+
+    _, run_dir = _pong2(tmp_path, "pong2")
+    match = play_matches(run_dir, "random", games=2)
+    assert match["wins"] + match["draws"] + match["losses"] == 2 and match["by_seat"]["second_0"]
+    one_player = evaluate(run_dir, episodes=1, max_steps=200, env_id="PongNoFrameskip-v4")
+    assert one_player["env_id"] == "PongNoFrameskip-v4" and one_player["lengths"] == [200]
+    with pytest.raises(ConfigError, match="'CartPole-v1': its rows"):
+        evaluate(run_dir, episodes=1, env_id="CartPole-v1")

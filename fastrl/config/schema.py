@@ -54,6 +54,11 @@ class AtariConfig:
     )
     full_action_space: bool = _f(False, "use all 18 actions instead of the game's minimal set")
     max_episode_frames: int = _f(108_000, "truncate an episode after this many emulator frames", min=1)
+    mirror_players: bool = _f(
+        False,
+        "multi-player games (pettingzoo.atari ids): every player after the first sees the screen flipped "
+        "left-right, so each sees itself on the first player's side (Pong: the right) and one policy serves all",
+    )
 
 
 @dataclass

@@ -38,6 +38,7 @@ import numpy as np
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.config import EnvConfig
 from fastrl.envs.actions import UnsupportedEnvError
+from fastrl.envs.atari_duel import AtariDuel, is_atari_duel
 from fastrl.envs.base import ABSENT, ACTING, WAITING, EnvAdapter
 from fastrl.envs.gym import GymEnv
 from fastrl.envs.registry import EnvBackend, register_env_backend
@@ -138,10 +139,14 @@ class PettingZooGame:
                     "one array: pad them first (SuperSuit's pad_observations_v0, pad_action_space_v0)"
                 )
         self.writer = GymEnv(env_id, _Spaces(obs_space, act_space))  # the rows' checks and copies
+        writer = self.writer
+        self.obs_shape, self.obs_dtype, self.obs_layout = writer.obs_shape, writer.obs_dtype, writer.obs_layout
+        self.action_spec, self.n_actions = writer.action_spec, writer.n_actions
         shape = (self.size, *self.writer.obs_shape)
         self.step_obs = np.zeros(shape, self.writer.obs_dtype)  # what the last step gave each agent
         self.reset_obs = np.zeros(shape, self.writer.obs_dtype)  # what the last reset gave each agent
         self.rewards = np.zeros(self.size)
+        self.raw_rewards = self.rewards  # as scored: the same
         self.ends = np.zeros(self.size, np.int64)
         self.live = np.full(self.size, ACTING, np.int64)
         self.over = False
@@ -156,6 +161,9 @@ class PettingZooGame:
             self._reset(seed)
         self.unread_reset[member] = False
         return self.reset_obs[member]
+
+    def probe_action(self, row: np.ndarray):
+        return self.writer._probe_action(row)
 
     def step(self, actions: list) -> None:
         if self.parallel:
@@ -271,13 +279,11 @@ class PettingZooGame:
 class PettingZooAgent:
     """One agent of a ``PettingZooGame`` behind the executor's adapter protocol (``fastrl.envs.base``)."""
 
-    frames_per_step = 1
-
-    def __init__(self, game: PettingZooGame, member: int):
+    def __init__(self, game: PettingZooGame | AtariDuel, member: int):
         self.group, self.member = game, member
-        writer = game.writer
-        self.obs_shape, self.obs_dtype, self.obs_layout = writer.obs_shape, writer.obs_dtype, writer.obs_layout
-        self.action_spec, self.n_actions = writer.action_spec, writer.n_actions
+        self.obs_shape, self.obs_dtype, self.obs_layout = game.obs_shape, game.obs_dtype, game.obs_layout
+        self.action_spec, self.n_actions = game.action_spec, game.n_actions
+        self.frames_per_step = getattr(game, "frames_per_step", 1)
         self.agents = game.size
         self.agent = game.agents[member]
 
@@ -292,8 +298,7 @@ class PettingZooAgent:
         """This agent's part of the step the executor took with every member's action."""
         game, m = self.group, self.member
         out[...] = game.step_obs[m]
-        reward = float(game.rewards[m])
-        return reward, reward, int(game.ends[m]), game.over
+        return float(game.rewards[m]), float(game.raw_rewards[m]), int(game.ends[m]), game.over
 
     def probe(self, seed: int = 0) -> None:
         """A reset and one step of the whole game with each acting agent's first allowed action."""
@@ -302,7 +307,7 @@ class PettingZooAgent:
         for m in range(game.size):
             game.reset_member(m, seed)
             rows[m] = game.reset_obs[m]
-        actions = [game.writer._probe_action(rows[m]) if game.live[m] == ACTING else 0 for m in range(game.size)]
+        actions = [game.probe_action(rows[m]) if game.live[m] == ACTING else 0 for m in range(game.size)]
         game.step(actions)
         game.unread_reset = [False] * game.size
 
@@ -318,11 +323,19 @@ class PettingZooAgent:
         self.group.close()  # every member closes it; the first does
 
 
+def make_game(config: EnvConfig) -> PettingZooGame | AtariDuel:
+    """The game ``config`` names: PettingZoo's Atari games through fastrl's Atari protocol
+    (``fastrl.envs.atari_duel``), every other env as PettingZoo steps it."""
+    if is_atari_duel(config.id):
+        return AtariDuel(config.id, dict(config.kwargs), config.atari)
+    return PettingZooGame(config.id, dict(config.kwargs))
+
+
 def make_games(config: EnvConfig, env_indices: list[int]) -> list[EnvAdapter]:
     """One game per k consecutive envs (the executor's group sizes are multiples of k)."""
     adapters: list[EnvAdapter] = []
     while len(adapters) < len(env_indices):
-        game = PettingZooGame(config.id, dict(config.kwargs))
+        game = make_game(config)
         if len(env_indices) % game.size:
             raise ValueError(f"{len(env_indices)} envs cannot hold whole games of {game.size} agents")
         adapters += [PettingZooAgent(game, m) for m in range(game.size)]
@@ -331,7 +344,7 @@ def make_games(config: EnvConfig, env_indices: list[int]) -> list[EnvAdapter]:
 
 def make_one(config: EnvConfig, env_index: int) -> EnvAdapter:
     """A game's first agent (the probe's): it sizes the rows and counts the agents."""
-    return PettingZooAgent(PettingZooGame(config.id, dict(config.kwargs)), 0)
+    return PettingZooAgent(make_game(config), 0)
 
 
 def claims(env_id: str) -> bool:

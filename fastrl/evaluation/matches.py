@@ -47,16 +47,17 @@ class PolicyPlayer:
 @dataclass
 class ScriptedPlayer:
     player: Player
+    n_actions: int  # a game without an action mask allows every action of its Discrete space
 
     def act(self, row: np.ndarray, raw, rng: np.random.Generator):
         mask = raw.get("action_mask") if isinstance(raw, dict) else None
-        return self.player(raw, None if mask is None else np.asarray(mask), rng)
+        return self.player(raw, np.ones(self.n_actions, np.int8) if mask is None else np.asarray(mask), rng)
 
 
-def _player_of(spec: str, greedy: bool, trust_code: bool):
+def _player_of(spec: str, greedy: bool, trust_code: bool, n_actions: int):
     scripted = scripted_player(spec)
     if scripted is not None:
-        return ScriptedPlayer(scripted)
+        return ScriptedPlayer(scripted, n_actions)
     from fastrl.evaluation.trained_policy import load_trained
     from fastrl.models.distributions import distribution_for
 
@@ -81,7 +82,7 @@ def play_matches(
     """``games`` games of the policy of ``target`` against ``opponent`` (see the module's doc)."""
     import torch
 
-    from fastrl.envs.pettingzoo import PettingZooGame
+    from fastrl.envs.pettingzoo import make_game
     from fastrl.evaluation.trained_policy import load_trained
     from fastrl.models.distributions import distribution_for
 
@@ -94,8 +95,8 @@ def play_matches(
             "multi-agent (PettingZoo) runs; play it with fastrl eval TARGET --episodes N"
         )
     policy = PolicyPlayer(trained.model, distribution_for(trained.env_info.action), greedy)
-    rival = _player_of(opponent, greedy, trust_code)
-    game = PettingZooGame(trained.config.env.id, dict(trained.config.env.kwargs))
+    rival = _player_of(opponent, greedy, trust_code, trained.env_info.action.head_size)
+    game = make_game(trained.config.env)
     reset_stream, action_stream = np.random.SeedSequence(seed).spawn(2)
     reset_rng, rng = np.random.default_rng(reset_stream), np.random.default_rng(action_stream)
     outcomes = {agent: [0, 0, 0] for agent in game.agents}  # the policy's wins, draws, losses in each seat
@@ -142,7 +143,7 @@ def _play_one(game, policy: PolicyPlayer, rival, seat: int, reset_seed: int, rng
             for m in range(game.size)
         ]
         game.step(actions)
-        returns += game.rewards
+        returns += game.raw_rewards  # the score, unclipped
         if game.over:
             game.unread_reset = [False] * game.size
             return returns

@@ -54,6 +54,7 @@ def evaluate(
     max_steps: int | None = None,
     video: str | Path | None = None,
     trust_code: bool = False,
+    env_id: str | None = None,
 ) -> dict:
     """Play ``episodes`` episodes with a trained policy; returns the scores.
 
@@ -65,7 +66,10 @@ def evaluate(
     ``.mp4``/``.gif`` path to record the episodes into (Atari: the emulator's colour screen; other envs:
     ``render_mode="rgb_array"``); it needs the ``fastrl[video]`` extra; the result then also holds
     ``video`` and ``video_frames``. ``trust_code``: import and call a ``module:factory`` env or model the
-    checkpoint's config names (refused otherwise: the checkpoint may be someone else's).
+    checkpoint's config names (refused otherwise: the checkpoint may be someone else's). ``env_id``: play
+    on another env, made with the run's other env settings (``env.atari``...), whose rows are the trained
+    env's (the same observation shape and dtype, the same actions): a policy trained by self-play on
+    ``pettingzoo.atari:pong_v3`` played as the one player of ``PongNoFrameskip-v4``; refused where they differ.
 
     Returns ``{"checkpoint", "params", "env_id", "frames", "episodes", "greedy", "seed",
     "return_mean", "return_std", "return_min", "return_max", "length_mean", "truncated",
@@ -85,7 +89,11 @@ def evaluate(
     try:
         model, info = rebuild_policy(config, checkpoint["model"], path)
         recorder = None
+        if env_id is not None:
+            config = _on_env(config, env_id)
         env = _make_env(config, video is not None)
+        if env_id is not None:
+            _check_same_rows(env, info, env_id, path)
         try:
             if video is not None:
                 from fastrl.evaluation.video import Recorder
@@ -103,7 +111,7 @@ def evaluate(
     return {
         "checkpoint": str(path),
         "params": which,
-        "env_id": config.env.id,
+        "env_id": config.env.id,  # the env played (env_id where given)
         "frames": checkpoint.get("frames"),
         "episodes": episodes,
         "greedy": greedy,
@@ -118,6 +126,28 @@ def evaluate(
         "lengths": lengths,
         **recorded,
     }
+
+
+def _on_env(config: Config, env_id: str) -> Config:
+    """The run's config with ``env.id = env_id`` (its own kwargs and backend dropped: they were the other env's)."""
+    import dataclasses
+
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise ConfigError(f"env_id = {env_id!r}: expected an env id such as 'PongNoFrameskip-v4'")
+    env = dataclasses.replace(config.env, id=env_id, kwargs={}, backend="auto")
+    return dataclasses.replace(config, env=env)
+
+
+def _check_same_rows(env, info, env_id: str, path: Path) -> None:
+    """The other env must give the trained policy the rows it learned from and take its actions."""
+    trained = (tuple(info.obs_shape), np.dtype(info.obs_dtype).name, info.action.head_size)
+    here = (tuple(env.obs_shape), np.dtype(env.obs_dtype).name, env.action_spec.head_size)
+    if trained != here or getattr(env, "agents", 1) != 1:
+        env.close()
+        raise ConfigError(
+            f"--env {env_id!r}: its rows (observation {here[0]} {here[1]}, {here[2]} action columns) are not "
+            f"those {str(path)!r} trained on ({trained[0]} {trained[1]}, {trained[2]}), or it has several agents"
+        )
 
 
 def _make_env(config: Config, rendering: bool):

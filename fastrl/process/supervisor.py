@@ -124,7 +124,7 @@ def check_agents(config, info) -> None:
             f"is stepping: engine.mode = 'sync' with one learner (got engine.mode = {engine.mode!r}, "
             f"engine.learners = {engine.learners})"
         )
-    if config.algo.name not in MULTI_AGENT_ALGOS:
+    if config.algo.name not in (*MULTI_AGENT_ALGOS, "none"):  # "none": sampling only (fastrl bench two-player)
         raise ConfigError(
             f"algo.name = {config.algo.name!r} does not learn from multi-agent envs (env {config.env.id!r}, {agents} "
             f"agents): {' or '.join(map(repr, MULTI_AGENT_ALGOS))}, whose losses skip waiting and absent agents"
