@@ -147,7 +147,7 @@ def test_resolve_writes_the_numbers_and_checks_them_again(monkeypatch):
     assert config.engine.executors == "auto"  # the caller's config is left as it was
     assert resolve_layout(resolved) is resolved  # nothing left to choose
     # the cross-key checks of validate() run on the chosen numbers
-    monkeypatch.setattr(process_layout, "choose_layout", lambda engine, machine: Layout(7, 1, False))
+    monkeypatch.setattr(process_layout, "choose_layout", lambda engine, machine, agents=1: Layout(7, 1, False))
     with pytest.raises(ConfigError, match="engine.executors = 7 is more than engine.envs = 6"):
         resolve_layout(config, Machine(64, cuda=False))
 

@@ -59,7 +59,7 @@ def measure(
         "fps": summary["fps"],
         "games": games,
         "matches": {
-            opponent: {k: r[k] for k in ("wins", "draws", "losses", "win_rate", "score_rate", "by_seat")}
+            opponent: {k: r[k] for k in ("wins", "draws", "losses", "win_rate", "score_rate", "return_mean", "by_seat")}
             for opponent, r in results.items()
         },
         "run_dir": str(run_path),

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import fastrl
 from fastrl.bench.references import adapter_loop_fps, atari_vector_env_fps, raw_emulator_fps
 from fastrl.config import resolved_int
+from fastrl.envs import probe_env
 from fastrl.envs.atari import is_atari_id, parse_atari_id
 from fastrl.process.auto_layout import resolve_layout
 
@@ -45,7 +46,9 @@ def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[
         ]
         if policy == "random":  # obs-blind: nothing to normalise, and no learner to move statistics
             extra += ["model.name='random'", "model.normalize_obs=false"]
-        resolved = resolve_layout(fastrl.api.resolve_config(config, [*overrides, *extra]))  # report the numbers
+        unresolved = fastrl.api.resolve_config(config, [*overrides, *extra])
+        agents = probe_env(unresolved.env).agents  # a multi-agent env's rows share an executor
+        resolved = resolve_layout(unresolved, agents=agents)  # report the numbers
         summary = fastrl.train(resolved)
     frame_skip = resolved.env.atari.frame_skip
     return {

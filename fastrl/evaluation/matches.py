@@ -9,8 +9,10 @@ trained policy (a run directory or checkpoint). Game i is reset with the i-th dr
 seat whose return is above every other seat's, drawn where it ties the best.
 
 Returns ``{"checkpoint", "env_id", "opponent", "games", "wins", "draws", "losses", "win_rate", "score_rate",
-"margin_mean", "by_seat": {agent: {"wins", "draws", "losses"}}, "greedy", "seed"}``; ``score_rate`` counts a
-draw as half a win.
+"return_mean", "margin_mean", "by_seat": {agent: {"wins", "draws", "losses"}}, "greedy", "seed"}``; ``score_rate``
+counts a draw as half a win; ``return_mean`` is the policy's mean raw return a game (two-player Pong: its points
+less the opponent's), ``margin_mean`` its return less the mean of the other seats' (twice that in a zero-sum
+two-player game).
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ def play_matches(
     reset_stream, action_stream = np.random.SeedSequence(seed).spawn(2)
     reset_rng, rng = np.random.default_rng(reset_stream), np.random.default_rng(action_stream)
     outcomes = {agent: [0, 0, 0] for agent in game.agents}  # the policy's wins, draws, losses in each seat
-    margins = []
+    margins: list[float] = []
+    own: list[float] = []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -112,6 +115,7 @@ def play_matches(
                 best = others.max()
                 outcomes[game.agents[seat]][0 if returns[seat] > best else 1 if returns[seat] == best else 2] += 1
                 margins.append(float(returns[seat] - others.mean()))
+                own.append(float(returns[seat]))
     finally:
         torch.set_num_threads(threads)
         game.close()
@@ -126,6 +130,7 @@ def play_matches(
         "losses": losses,
         "win_rate": wins / games,
         "score_rate": (wins + draws / 2) / games,
+        "return_mean": float(np.mean(own)),
         "margin_mean": float(np.mean(margins)),
         "by_seat": {agent: dict(zip(("wins", "draws", "losses"), o)) for agent, o in outcomes.items()},
         "greedy": greedy,

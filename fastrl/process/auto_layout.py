@@ -104,8 +104,10 @@ def choose_learner_threads(engine: EngineConfig, machine: Machine, image_model: 
     return max(2, min(MAX_LEARNER_THREADS, machine.cores // (4 * engine.learners)))
 
 
-def choose_layout(engine: EngineConfig, machine: Machine) -> Layout:
-    """The layout for ``engine`` on ``machine``: explicit keys kept, "auto" ones chosen by the rules above."""
+def choose_layout(engine: EngineConfig, machine: Machine, agents: int = 1) -> Layout:
+    """The layout for ``engine`` on ``machine``: explicit keys kept, "auto" ones chosen by the rules above.
+    ``agents``: rows per env (a multi-agent env's rows stay in one executor, so there are envs / agents to share)."""
+    units = max(1, engine.envs // agents)
     if engine.serial:  # "auto" (the only string these keys take) gives 1 executor and 1 actor, not inline
         return Layout(
             engine.executors if not isinstance(engine.executors, str) else 1,
@@ -119,7 +121,7 @@ def choose_layout(engine: EngineConfig, machine: Machine) -> Layout:
     if inline:
         executors = engine.executors if not isinstance(engine.executors, str) else engine.actors
         if isinstance(executors, str):  # both "auto"
-            executors = _balanced(machine.cores - _learner_cores(engine, machine), engine.envs)
+            executors = _balanced(machine.cores - _learner_cores(engine, machine), units)
         return Layout(executors, engine.actors if not isinstance(engine.actors, str) else executors, True)
     actors = engine.actors
     if isinstance(actors, str):  # "auto"
@@ -133,7 +135,7 @@ def choose_layout(engine: EngineConfig, machine: Machine) -> Layout:
             else _learner_cores(engine, machine)
             + (0 if machine.cores <= SHARED_LEARNER_CORES else actors * engine.actor_threads)
         )
-        executors = _balanced(machine.cores - reserved, engine.envs)
+        executors = _balanced(machine.cores - reserved, units)
     return Layout(executors, actors, False)
 
 
@@ -167,10 +169,10 @@ def choose_micro_batch(engine: EngineConfig, machine: Machine, image_model: bool
     return CPU_IMAGE_MICRO_BATCH if image_model else CPU_MICRO_BATCH
 
 
-def resolve_layout(config: Config, machine: Machine | None = None, image_model: bool = True) -> Config:
+def resolve_layout(config: Config, machine: Machine | None = None, image_model: bool = True, agents: int = 1) -> Config:
     """``config`` with its devices placed and its "auto" layout keys chosen for ``machine`` (default: this
     one), checked again; ``image_model``: whether the run's policy is a built-in CNN (``choose_learner_threads``,
-    ``choose_micro_batch``).
+    ``choose_micro_batch``); ``agents``: the env's agents, each a row (``choose_layout``).
 
     A config without "auto" keys comes back unchanged (the same object).
     """
@@ -179,7 +181,7 @@ def resolve_layout(config: Config, machine: Machine | None = None, image_model: 
         return config
     machine = machine or Machine.detect()
     engine = placed(engine, machine)
-    layout = choose_layout(engine, machine)
+    layout = choose_layout(engine, machine, agents)
     engine = dataclasses.replace(
         engine,
         executors=layout.executors,

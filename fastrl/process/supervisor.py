@@ -169,7 +169,8 @@ def plan_run(config: Config) -> RunPlan:
         ) from None
     check_env_backend(config)
     image_model = hasattr(policy, "set_precision")  # a built-in CNN: threads and compiling pay for it
-    config = resolve_layout(config, image_model=image_model)  # once, here: every process gets the same numbers
+    # once, here: every process gets the same numbers
+    config = resolve_layout(config, image_model=image_model, agents=info.agents)
     config = resolve_compile(config, torch.device(config.engine.device), image_model)  # and the same graphs
     check_agents(config, info)
     engine = config.engine
