@@ -136,10 +136,10 @@ class AtariDuel:
         self.frames_per_step = config.frame_skip
         height, width = _Screens(self.ale).getScreenDims()
         self._screens = StepScreens(_Screens(self.ale), make_resize_plan((height, width), (config.size, config.size)))
-        self._stack = np.zeros(self.obs_shape, np.uint8)  # the first player's view; the others' derive from it
         shape = (self.size, *self.obs_shape)
         self.step_obs = np.zeros(shape, np.uint8)
         self.reset_obs = np.zeros(shape, np.uint8)
+        self._stack = self.step_obs[0]  # the first player's view, pushed in place; the others' derive from it
         self.rewards = np.zeros(self.size)  # clipped to their sign where env.atari.clip_rewards
         self.raw_rewards = np.zeros(self.size)
         self.ends = np.zeros(self.size, np.int64)
@@ -178,7 +178,8 @@ class AtariDuel:
         self._screens.fetch_last(pool=False)
         self._screens.push(self._stack, self._stack)
         stack_fill_kernel(self._stack)
-        self._views(self.reset_obs)
+        self._views()
+        self.reset_obs[:] = self.step_obs
         self.live[:] = ACTING
         self.unread_reset = [True] * self.size
 
@@ -201,7 +202,7 @@ class AtariDuel:
             screens.fetch_last(pool=skip > 1)
             self._frames += skip
         screens.push(self._stack, self._stack)
-        self._views(self.step_obs)
+        self._views()
         truncated = not over and self._frames >= self.config.max_episode_frames
         self.raw_rewards[:] = raw
         self.rewards[:] = np.sign(raw) if self.config.clip_rewards else raw
@@ -210,10 +211,10 @@ class AtariDuel:
         if self.over:
             self.live[:] = ABSENT
 
-    def _views(self, into: np.ndarray) -> None:
-        into[0] = self._stack
+    def _views(self) -> None:
+        """The other players' rows from the first's (``step_obs[0]``, the stack itself)."""
         for m in range(1, self.size):
-            into[m] = self._stack[:, :, ::-1] if self.config.mirror_players else self._stack
+            self.step_obs[m] = self._stack[:, :, ::-1] if self.config.mirror_players else self._stack
 
     # ---------------------------------------------------------------- state
 
