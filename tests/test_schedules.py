@@ -39,6 +39,16 @@ def test_a_linear_learning_rate_with_a_horizon_of_its_own_ends_at_lr_final_and_h
     assert schedules.learning_rate(algo, 250, 10**7, share=2) == pytest.approx(3e-4)
 
 
+def test_a_late_anneal_holds_the_learning_rate_until_its_start():
+    algo = AlgoConfig(lr=5e-4, lr_schedule="linear", lr_final=1e-4, lr_anneal_start=800, lr_anneal_frames=400)
+    values = [schedules.learning_rate(algo, f, 10**7) for f in (0, 800, 1000, 1200, 5000)]
+    assert values == pytest.approx([5e-4, 5e-4, 3e-4, 1e-4, 1e-4])
+    assert schedules.learning_rate(algo, 500, 10**7, share=2) == pytest.approx(3e-4)  # each learner: its share
+    # without a horizon of its own, the anneal takes the rest of the run
+    rest = AlgoConfig(lr=1e-3, lr_schedule="linear", lr_anneal_start=600)
+    assert [schedules.learning_rate(rest, f, 1000) for f in (300, 800, 1000)] == pytest.approx([1e-3, 5e-4, 0])
+
+
 @pytest.mark.parametrize(
     ("override", "named"),
     [
@@ -47,6 +57,7 @@ def test_a_linear_learning_rate_with_a_horizon_of_its_own_ends_at_lr_final_and_h
         ("algo.entropy_anneal_frames=-5", "algo.entropy_anneal_frames"),
         ("algo.lr_final=-1e-4", "algo.lr_final"),
         ("algo.lr_anneal_frames=-5", "algo.lr_anneal_frames"),
+        ("algo.lr_anneal_start=-1", "algo.lr_anneal_start"),
         ("algo.clip_schedule='step'", "algo.clip_schedule"),
         ("algo.clip_final=0", "algo.clip_final"),
         ("algo.clip_anneal_frames=-1", "algo.clip_anneal_frames"),

@@ -215,6 +215,12 @@ class AlgoConfig:
     lr_anneal_frames: int = _f(
         0, "algo.lr_schedule = 'linear': frames to go from lr to lr_final (0: run.total_frames)", min=0
     )
+    lr_anneal_start: int = _f(
+        0,
+        "algo.lr_schedule = 'linear': frames the learning rate is held at lr before its anneal begins (the anneal "
+        "then takes lr_anneal_frames, or what is left of run.total_frames)",
+        min=0,
+    )
     eps: float = _f(1e-5, "optimizer epsilon (rmsprop_tf: under the square root)", min_exclusive=0.0)
     rms_alpha: float = _f(0.99, "RMSprop smoothing constant (rmsprop, rmsprop_tf)", min=0.0, max=1.0)
     gamma: float = _f(0.99, "discount", min=0.0, max=1.0)

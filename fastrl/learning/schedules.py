@@ -19,11 +19,13 @@ def linear(start: float, end: float, done: float) -> float:
 
 
 def learning_rate(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
-    """``lr``, or ``lr`` moved linearly to ``lr_final`` over ``lr_anneal_frames`` (0: ``total_frames``) and
-    held there."""
+    """``lr``, or ``lr`` held for ``lr_anneal_start`` frames, then moved linearly to ``lr_final`` over
+    ``lr_anneal_frames`` (0: the rest of ``total_frames``) and held there."""
     if algo.lr_schedule == "constant":
         return algo.lr
-    return _annealed(algo.lr, algo.lr_final, algo.lr_anneal_frames, frames, total_frames, share)
+    begin = algo.lr_anneal_start
+    span = algo.lr_anneal_frames or max(total_frames - begin, 1)
+    return _annealed(algo.lr, algo.lr_final, span, frames - begin // share, total_frames, share)
 
 
 def entropy_coef(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
