@@ -264,8 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--params",
         default="auto",
-        metavar="auto|average|learner-<i>",
-        help="which parameters: auto (the target's checkpoint), average or learner-<i> (gala runs)",
+        metavar="auto|average|learner-<i>|policy-<name>",
+        help="which parameters: auto (the target's checkpoint), average or learner-<i> (gala runs), policy-<name> "
+        "(a named policy of multiagent.policies)",
     )
     evaluate.add_argument(
         "--seed", type=int, default=0, help="seeds the episodes' resets and sampled actions (default 0)"
@@ -308,8 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--params",
         default="auto",
-        metavar="auto|average|learner-<i>",
-        help="which parameters: auto (the target's checkpoint), average or learner-<i> (gala runs)",
+        metavar="auto|average|learner-<i>|policy-<name>",
+        help="which parameters: auto (the target's checkpoint), average or learner-<i> (gala runs), policy-<name> "
+        "(a named policy of multiagent.policies)",
     )
     export.add_argument(
         "--greedy",

@@ -127,7 +127,7 @@ def test_evaluation_leaves_torch_threads_and_rng_alone(run_dir):
     ({"episodes": 2.5}, "episodes = 2.5: expected an int >= 1"),
     ({"seed": -1}, "seed = -1: expected an int >= 0"),
     ({"max_steps": 0}, "max_steps = 0: expected None"),
-    ({"params": "best"}, "params = 'best' is not one of 'auto', 'average' or 'learner-<i>'"),
+    ({"params": "best"}, "params = 'best' is not one of 'auto', 'average', 'learner-<i>'"),
     ({"params": "average"}, "this run has one learner; --params average applies to gala runs"),
     ({"params": "learner-0"},
      "has one learner (no checkpoints/learner-<i>/); --params learner-<i> applies to gala runs"),

@@ -348,6 +348,24 @@ class SelfPlayConfig:
 
 
 @dataclass
+class MultiAgentConfig:
+    """Multi-agent envs (PettingZoo, docs/multi-agent.md): which policy plays each agent."""
+
+    policies: dict = _f(
+        {},
+        "agent -> policy name, for every agent of the env ({}: one policy shared by every agent). Each named "
+        "policy has its own parameters, optimizer and statistics, learned from its agents' rows alone (sync "
+        "mode); the first learning policy in the env's agent order is the run's own (its checkpoint's 'model', "
+        "what eval and export play)",
+    )
+    frozen: dict = _f(
+        {},
+        "policy name -> a checkpoint (a run directory or a .pt file) whose parameters play that policy's agents "
+        "and never learn (the run's model; only the tensors are read)",
+    )
+
+
+@dataclass
 class ModelConfig:
     name: str = _f(
         "auto",
@@ -493,6 +511,7 @@ class Config:
     algo: AlgoConfig = _f(AlgoConfig(), "learning algorithm")
     gala: GalaConfig = _f(GalaConfig(), "gala mode: gossip between learners")
     selfplay: SelfPlayConfig = _f(SelfPlayConfig(), "multi-agent envs: opponents from a pool of snapshots")
+    multiagent: MultiAgentConfig = _f(MultiAgentConfig(), "multi-agent envs: named policies per agent")
     model: ModelConfig = _f(ModelConfig(), "policy network")
     run: RunConfig = _f(RunConfig(), "seed, budget, logging")
     reliability: ReliabilityConfig = _f(ReliabilityConfig(), "timeouts and the watchdog")

@@ -41,6 +41,7 @@ class EnvInfo:
     action: ActionSpec | None = None  # None: Discrete(n_actions)
     obs_layout: ObsLayout | None = None  # a Dict observation's parts in the row (fastrl.envs.obs_layout); None: a Box
     agents: int = 1  # rows per env: a multi-agent env's agents (fastrl.envs.pettingzoo), kept in one executor
+    agent_names: tuple[str, ...] = ()  # a multi-agent env's agents, in the order of their rows
 
     def __post_init__(self):
         if self.action is None:
@@ -260,6 +261,7 @@ def probe_env(config: EnvConfig) -> EnvInfo:
             env.action_spec,
             env.obs_layout,
             int(getattr(env, "agents", 1)),
+            tuple(getattr(getattr(env, "group", None), "agents", ())),
         )
     finally:
         env.close()

@@ -60,7 +60,8 @@ def evaluate(
 
     ``target``: a run directory, its ``checkpoints`` folder or a checkpoint file. ``params``:
     ``"auto"`` (the target's checkpoint), ``"average"`` (a gala run's averaged parameters) or
-    ``"learner-<i>"``/``"<i>"``/``i`` (gala learner i's). Actions are sampled from the policy's softmax
+    ``"learner-<i>"``/``"<i>"``/``i`` (gala learner i's) or ``"policy-<name>"`` (a named policy of
+    ``multiagent.policies``). Actions are sampled from the policy's softmax
     (as in training) or, with ``greedy``, its argmax (a Gaussian's mean, for Box actions). ``max_steps``
     cuts an episode after that many agent steps (counted in ``truncated``). ``video``: a
     ``.mp4``/``.gif`` path to record the episodes into (Atari: the emulator's colour screen; other envs:

@@ -2,7 +2,8 @@
 and ``params``, which parameters of the run: ``"auto"`` the target's own checkpoint; for ``gala``
 runs (several learners) ``"average"`` the top-level checkpoint, which holds the average of the
 learners' parameters and a ``gala`` key, and ``"learner-<i>"`` (or ``"<i>"``) learner i's own
-``checkpoints/learner-<i>/latest.pt``. ``fastrl eval``, ``fastrl export`` and ``fastrl.load_policy``
+``checkpoints/learner-<i>/latest.pt``; for runs with named policies (``multiagent.policies``)
+``"policy-<name>"`` that policy's parameters. ``fastrl eval``, ``fastrl export`` and ``fastrl.load_policy``
 resolve their target here, alike.
 
 A checkpoint comes from whoever shared the run: it is read as tensors and plain data only, and a
@@ -20,7 +21,8 @@ from fastrl.config import Config, ConfigError, config_from_dict
 from fastrl.runs.checkpoint import LATEST, checkpoint_file
 
 _LEARNER = re.compile(r"^learner-(\d+)$")
-_PARAMS_ALLOWED = "'auto', 'average' or 'learner-<i>' (or just '<i>')"
+_POLICY = re.compile(r"^policy-(.+)$")
+_PARAMS_ALLOWED = "'auto', 'average', 'learner-<i>' (or just '<i>') or 'policy-<name>'"
 
 
 def run_dir_of(path: str | Path) -> Path | None:
@@ -78,10 +80,10 @@ def resolve_checkpoint(target: str | Path, params: str | int = "auto") -> tuple[
         raise ConfigError(f"nothing to evaluate at {str(target)!r}: no such run directory or checkpoint file")
     own = checkpoint_file(target)
     run_dir = run_dir_of(target)
-    if params == "auto":
+    if params == "auto" or _POLICY.match(params):  # a named policy's parameters are in the target's checkpoint
         if not own.is_file():
             raise ConfigError(f"nothing to evaluate at {str(target)!r}: no checkpoint {str(own)!r}")
-        return own, "auto"
+        return own, params
     if params == "average":
         if own.is_file() and not _LEARNER.match(own.parent.name):  # the target is a top-level checkpoint
             return own, "average"
@@ -133,6 +135,9 @@ def load_checkpoint_of(path: Path, which: str, trust_code: bool = False) -> tupl
         config = config_from_dict(checkpoint["config"])
     except ConfigError as exc:
         raise ConfigError(f"checkpoint {str(path)!r}: its config cannot be used: {exc}") from None
+    policy = _POLICY.match(which)
+    if policy:
+        checkpoint, which = _with_named_policy(checkpoint, config, policy[1], path), "model"
     named = code_named_by(config)
     if named and not trust_code:
         raise ConfigError(
@@ -141,6 +146,28 @@ def load_checkpoint_of(path: Path, which: str, trust_code: bool = False) -> tupl
             "pass --trust-code (Python: trust_code=True)"
         )
     return checkpoint, config, which
+
+
+def _with_named_policy(checkpoint: dict, config: Config, name: str, path: Path) -> dict:
+    """The checkpoint with named policy ``name``'s parameters as its ``model`` (``multiagent.policies``)."""
+    mapping = config.multiagent.policies
+    if not mapping:
+        raise ConfigError(f"--params policy-{name}: checkpoint {str(path)!r} is of a run without multiagent.policies")
+    if name not in mapping.values():
+        raise ConfigError(
+            f"--params policy-{name}: the run's policies are {', '.join(dict.fromkeys(mapping.values()))}"
+        )
+    if name in config.multiagent.frozen:
+        raise ConfigError(
+            f"--params policy-{name}: a frozen policy; play its own checkpoint, {config.multiagent.frozen[name]!r}"
+        )
+    runs_own = next(p for p in mapping.values() if p not in config.multiagent.frozen)  # in the env's agent order
+    if name == runs_own:
+        return checkpoint
+    learning = ((checkpoint.get("resume") or {}).get("policies") or {}).get("learning", {})
+    if name not in learning:
+        raise ConfigError(f"--params policy-{name}: checkpoint {str(path)!r} holds no parameters of policy {name!r}")
+    return {**checkpoint, "model": learning[name]["model"]}
 
 
 def _builtin_models() -> set[str]:

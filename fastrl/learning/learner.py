@@ -44,6 +44,7 @@ from fastrl.errors import DiskFullError, NonFiniteError
 from fastrl.learning import agent_steps_per_update, frames_per_update, schedules
 from fastrl.learning.checked_step import CheckedStep
 from fastrl.learning.gossip import Gossip, PeerFinished
+from fastrl.learning.named_policies import NamedPolicies, policy_map
 from fastrl.learning.reward_normalization import reward_scaler
 from fastrl.learning.selfplay import SelfPlayPool
 from fastrl.models.compiling import compile_mode_for, compile_policy
@@ -118,46 +119,72 @@ class Learner:
         self.finishing = self.time_due = False  # agreed at the last barrier, by every rank (see _agree)
         self.cohort = join_cohort(spec, self.device)  # the other ranks' learners (torchrun), or Solo
         self.rewards = reward_scaler(self.algo, len(self.owned), self.cohort)  # algo.normalize_rewards, or None
-        self.rule = make_rule(
-            self.algo,
-            self.mode.policy_lag,
-            self.model,
-            self.algo,
-            self.device,
-            self._step,  # the checked step, made once the optimizer exists
-            config.run.seed,
-            self.cohort,
-            distribution=distribution_for(spec.env_info.action),
-        )
-        self.rule.clock = schedules.FrameClock.of(spec, index)  # a rule's own schedules move as the learner's do
+        self.rule, self.optimizer, self.step = self._trainer(self.model, self.stats)
         self.metric_columns = metric_keys(load_algorithm(self.algo.name))  # its own metrics' stats columns
-        self.optimizer = make_optimizer(self.rule.trained, self.algo)  # θ, or the net the rule trains for it
-        checks = config.reliability.finite_checks
-        self.step: CheckedStep = CheckedStep(
-            self.optimizer,
-            self.algo.max_grad_norm,
-            self.stats,
-            self._reduce_gradients,
-            self._schedule_lr,
-            deferred=checks == "update" or (checks == "auto" and self.device.type == "cuda"),
-        )
-        self.rule.deferred_checks = self.step.deferred
         self.uploads = Uploads(self.device)  # each update's storage reaches the device once
-        for net in self.rule.differentiated():
-            self.cohort.watch(net)
         self.gossip = Gossip(spec, buffers, index, self.model, worker) if spec.gala else None
         pool = config.selfplay.opponents == "pool"
         self.selfplay = SelfPlayPool(spec, buffers, self.stats) if pool else None  # the opponents' snapshots
-        self.rule.warm_up(self.uploads.of(self._zero_storage()))
+        named = policy_map(config, spec.env_info.agent_names)  # multiagent.policies: the other policies' learners
+        self.policies = (
+            None if named is None else NamedPolicies(config, spec.envs, named, buffers, self.model, self._other_policy)
+        )
+        self.rule.warm_up(self.uploads.of(self._zero_storage(self._rows_learned(self.policies))))
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
         # room for the state a full disk would leave unsaved; x3: the optimizer's moments come with the first step
         self.store.reserve_for(self._checkpoint("stop"), grow=3.0)
 
-    def _zero_storage(self) -> dict[str, np.ndarray]:
+    def _trainer(self, model: torch.nn.Module, stats: np.ndarray):
+        """``model``'s update rule, optimizer and checked step, their stats into ``stats``."""
+        config = self.spec.config
+        rule = make_rule(
+            self.algo,
+            self.mode.policy_lag,
+            model,
+            self.algo,
+            self.device,
+            lambda *args: step(*args),  # the checked step, made once the optimizer exists
+            config.run.seed,
+            self.cohort,
+            distribution=distribution_for(self.spec.env_info.action),
+        )
+        rule.clock = schedules.FrameClock.of(self.spec, self.index)  # a rule's own schedules move as the learner's do
+        optimizer = make_optimizer(rule.trained, self.algo)  # θ, or the net the rule trains for it
+        checks = config.reliability.finite_checks
+        step = CheckedStep(
+            optimizer,
+            self.algo.max_grad_norm,
+            stats,
+            self._reduce_gradients,
+            lambda: self._schedule_lr(optimizer, stats),
+            deferred=checks == "update" or (checks == "auto" and self.device.type == "cuda"),
+        )
+        rule.deferred_checks = step.deferred
+        for net in rule.differentiated():
+            self.cohort.watch(net)
+        return rule, optimizer, step
+
+    def _other_policy(self, stats: np.ndarray, rows: int):
+        """A learning policy of ``multiagent.policies`` other than the run's, learning from ``rows`` rows: its
+        model, built and compiled as θ (its initial parameters the next draws of the learner's torch stream), its
+        rule, optimizer and step."""
+        config = self.spec.config
+        model = compile_policy(
+            build_policy(self.spec.env_info, config).to(self.device), compile_mode_for(config, self.device, "learner")
+        )
+        rule, optimizer, step = self._trainer(model, stats)
+        rule.warm_up(self.uploads.of(self._zero_storage(rows)))
+        return model, rule, optimizer, step
+
+    def _rows_learned(self, policies: NamedPolicies | None) -> int:
+        """The rows of an update's storage θ's rule learns from: the learner's envs, or the run's policy's rows."""
+        return len(self.owned) if policies is None else len(policies.run_rows)
+
+    def _zero_storage(self, rows: int) -> dict[str, np.ndarray]:
         """Zeros shaped as the storage an update learns from (the slots themselves may be filling already), so
         the warm-up sees the update's shapes: a compiled model (``model.compile``) compiles its graphs then."""
-        count = self.mode.slots_per_update(len(self.owned), self.algo.batch_slots)
+        count = self.mode.slots_per_update(rows, self.algo.batch_slots)
         return {
             name: np.zeros((count, *field.shape[1:]), field.dtype)
             for name, field in self.buffers.slots.storage(0, 1).items()
@@ -177,6 +204,8 @@ class Learner:
             self.rewards.load(state.get("reward_scaling"))
         if self.selfplay is not None:
             self.selfplay.load(state["selfplay"])
+        if self.policies is not None:
+            self.policies.load(state["policies"])
         self.version = state["version"]
         self.stats[Stat.UPDATES] = state["updates"]
         self.move_to(state["rollout"])
@@ -261,6 +290,9 @@ class Learner:
         if self.rewards is not None:  # a scaled copy: the slots keep the raw rewards
             storage = self.rewards.scaled(storage, env_ids)
         self._schedule_loss_weights()
+        if self.policies is not None:  # multiagent.policies: the others on their rows, θ on its own
+            self.policies.learn(storage, rollout, self.uploads, self.rule.entropy_coef, self.rule.clip)
+            storage = self.policies.run_policy_rows(storage)
         with self.step.update(self.rule.trained, rollout):  # checked as it goes, or at its end (on a GPU)
             losses = self.rule.learn(self.uploads.of(storage), rollout)
         for key, value in losses.items():
@@ -308,6 +340,8 @@ class Learner:
         pool, that rollout's opponents drawn first."""
         if self.selfplay is not None:
             self.selfplay.prepare(self.version, self.model)
+        if self.policies is not None:
+            self.policies.publish(self.version)
         self.weights[self.version % len(self.weights)].publish(self.model, self.version)
         self.stats[Stat.VERSION] = self.version
 
@@ -350,21 +384,18 @@ class Learner:
         if self.mode.policy_lag is not None and lag != self.mode.policy_lag:
             raise AssertionError(f"{self.mode.name} mode must learn with policy lag {self.mode.policy_lag}, got {lag}")
 
-    def _step(self, *args) -> float | torch.Tensor:
-        return self.step(*args)
-
     def _reduce_gradients(self, grads: list[torch.Tensor]) -> None:
         """Before each optimizer step: gala's allreduce mixing, and every rank's mean gradient (torchrun)."""
         if self.gossip is not None:
             self.gossip.reduce_gradients(grads, self.version + 1)
         self.cohort.reduce_gradients(grads)  # every rank steps the same mean gradient (torchrun)
 
-    def _schedule_lr(self) -> float:
+    def _schedule_lr(self, optimizer: torch.optim.Optimizer, stats: np.ndarray) -> float:
         """``algo.lr_schedule``, by frames learned so far (never time): the learning rate of the next step."""
         lr = schedules.learning_rate(self.algo, float(self.stats[Stat.FRAMES]), self.total_frames, self.share)
-        for group in self.optimizer.param_groups:
+        for group in optimizer.param_groups:
             group["lr"] = lr
-        self.stats[Stat.LR] = lr
+        stats[Stat.LR] = lr
         return lr
 
     def _schedule_loss_weights(self) -> None:
@@ -418,6 +449,8 @@ class Learner:
             state["reward_scaling"] = self.rewards.state()
         if self.selfplay is not None:
             state["selfplay"] = self.selfplay.state()
+        if self.policies is not None:
+            state["policies"] = self.policies.state()
         return copy.deepcopy(state) if copied else state
 
     def _checkpoint(self, kind: str, resume_state: dict | None = None, exact: bool = False) -> dict:

@@ -149,6 +149,7 @@ def plan_run(config: Config) -> RunPlan:
     from fastrl.buffers.params import count_parameters
     from fastrl.config import validate
     from fastrl.devices import resolve_devices
+    from fastrl.learning.named_policies import check_policies, policy_map
     from fastrl.models.compiling import resolve_compile
     from fastrl.models.policy import build_policy
     from fastrl.process.auto_layout import resolve_layout
@@ -173,6 +174,7 @@ def plan_run(config: Config) -> RunPlan:
     config = resolve_layout(config, image_model=image_model, agents=info.agents)
     config = resolve_compile(config, torch.device(config.engine.device), image_model)  # and the same graphs
     check_agents(config, info)
+    config = check_policies(config, info.agent_names, policy)  # multiagent.policies, in the env's agent order
     engine = config.engine
     check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)
@@ -190,7 +192,8 @@ def plan_run(config: Config) -> RunPlan:
         live=info.agents > 1,
     )
     ids = _worker_ids(config)
-    pool = config.selfplay.pool_size if config.selfplay.opponents == "pool" else 0
+    named = policy_map(config, info.agent_names)  # the other named policies' parameters share the pool segment
+    pool = config.selfplay.pool_size if config.selfplay.opponents == "pool" else named.slots if named else 0
     plan = BufferPlan(
         shape,
         n_params,
@@ -199,7 +202,7 @@ def plan_run(config: Config) -> RunPlan:
         mode.weight_slots,
         engine.mode == "gala",
         pool,
-        engine.envs // info.agents if pool else 0,
+        engine.envs // info.agents if config.selfplay.opponents == "pool" else 0,
     )
     try:
         check_space(plan.layout().nbytes)

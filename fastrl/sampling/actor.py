@@ -26,6 +26,7 @@ from fastrl.buffers.control import Clock
 from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
 from fastrl.envs.base import OPPONENT
+from fastrl.learning.named_policies import policy_map
 from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.policy import build_policy
@@ -79,11 +80,15 @@ class Actor:
         self.hidden_batch = (
             None if self.hidden is None else torch.empty((self.served, self.hidden.shape[1]), pin_memory=pinned)
         )
-        # self-play against a pool (fastrl.learning.selfplay): OPPONENT rows act with their env's snapshot
+        # rows other parameters play, each with a slot of the pool segment: self-play's snapshots (OPPONENT rows,
+        # each env's drawn at the barrier: fastrl.learning.selfplay) or multiagent.policies' other policies (fixed
+        # per row: fastrl.learning.named_policies)
         self.pool = buffers.plan.pool > 0
         self.live = rows.get("live")
         self.agents = spec.env_unit
-        self.opponents = buffers.opponents if self.pool else None
+        named = policy_map(spec.config, spec.env_info.agent_names)
+        self.row_slots = None if named is None else named.row_slots(spec.envs)
+        self.opponents = buffers.opponents if self.pool and named is None else None
         self.pool_params = [buffers.pool_params(k) for k in range(buffers.plan.pool)]
         self.pool_models: dict[int, torch.nn.Module] = {}
         self.pool_versions: dict[int, int] = {}
@@ -211,20 +216,20 @@ class Actor:
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
     def _act_opponents(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
-        """Act on the rows a pool snapshot plays, each env's with the snapshot the learner drew for this rollout
-        (version v acts on rollout v); the learning seats' rows are returned for the learner's weights."""
-        assert self.live is not None and self.opponents is not None, "a pool needs multi-agent envs"
-        played = self.live[rows] == OPPONENT
-        if not played.any():
+        """Act on the rows other parameters play: a named policy's with its slot, a pool snapshot's with the one
+        the learner drew for its env for this rollout (version v acts on rollout v); the rows of the learner's
+        own weights are returned."""
+        slots = self._slots_of(envs, rows, version)
+        others = slots >= 0
+        if not others.any():
             return rows
-        slots = self.opponents[version % 2][envs[played] // self.agents]
-        for slot in np.unique(slots).tolist():
-            chosen = rows[played][slots == slot]
+        for slot in np.unique(slots[others]).tolist():
+            chosen = rows[slots == slot]
             logits, value = self._forward(self._pool_model(slot), chosen)
             self.distribution.sample_rows(
                 np.ascontiguousarray(logits, np.float32),
                 np.ascontiguousarray(value, np.float32),
-                version,  # stamped as the rollout's: no loss reads these rows
+                version,  # the rollout's: a named policy publishes version j with θ_j; no loss reads a snapshot's
                 chosen,
                 self.u,
                 self.action,
@@ -232,7 +237,17 @@ class Actor:
                 self.value,
                 self.stamp,
             )
-        return rows[~played]
+        return rows[~others]
+
+    def _slots_of(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
+        """Each row's pool slot; -1: the learner's weights."""
+        if self.row_slots is not None:
+            return self.row_slots[envs]
+        assert self.live is not None and self.opponents is not None, "a pool needs multi-agent envs"
+        played = self.live[rows] == OPPONENT
+        slots = np.full(len(rows), -1, np.int64)
+        slots[played] = self.opponents[version % 2][envs[played] // self.agents]
+        return slots
 
     def _pool_model(self, slot: int) -> torch.nn.Module:
         model = self.pool_models.get(slot)

@@ -47,6 +47,7 @@ from fastrl.envs.base import OPPONENT, EnvGroup
 from fastrl.envs.gym import EnvOutputError
 from fastrl.envs.registry import make_envs
 from fastrl.errors import EnvError
+from fastrl.learning.named_policies import policy_map
 from fastrl.partition import opponent_rows, owner_of, split
 from fastrl.runs.checkpoint import CheckpointStore, read_env_states, write_env_states
 from fastrl.sampling.channels import Channels, decode_go, encode_request
@@ -109,9 +110,16 @@ class Executor:
         self.hidden = rows.get("hidden")
         self.live = rows.get("live")  # a multi-agent env's rows: how each takes part in learning (envs.base)
         # self-play against a pool: the seats a snapshot plays are marked OPPONENT whatever the env says
+        # and so are the agents of a frozen named policy (multiagent.frozen): no loss reads their rows
         pool = spec.config.selfplay.opponents == "pool"
-        played_by_pool = opponent_rows(spec.envs, spec.env_unit) if pool else np.zeros(spec.envs, bool)
-        self.opponent = [bool(played_by_pool[e]) for e in self.env_list]
+        named = policy_map(spec.config, spec.env_info.agent_names)
+        if pool:
+            played_by_others = opponent_rows(spec.envs, spec.env_unit)
+        elif named is not None:
+            played_by_others = named.frozen_rows(spec.envs)
+        else:
+            played_by_others = np.zeros(spec.envs, bool)
+        self.opponent = [bool(played_by_others[e]) for e in self.env_list]
         self.worker = WorkerIds(executors, actors, engine.learners).executor(index)
         self.name = f"executor-{index}"
         self.control = buffers.control

@@ -58,6 +58,10 @@ class Telemetry:
             deque(maxlen=config.run.return_window) for _ in range(self.learners)
         ]
         self.last_updates = np.zeros(self.learners)
+        # multiagent.policies (in the env's agent order once planned): each named policy's return over its rows
+        named = list(config.multiagent.policies.values())
+        self.policy_of_env = [named[e % len(named)] for e in range(config.engine.envs)] if named else None
+        self.policy_returns = {name: deque(maxlen=config.run.return_window) for name in dict.fromkeys(named)}
         self.episodes = 0
         self.created = self.started = time.monotonic()
         self.finished_at: float | None = None
@@ -93,6 +97,8 @@ class Telemetry:
             self.interval_returns.append(ret)
             if env is not None:
                 self.learner_returns[self.learner_of[env]].append(ret)
+                if self.policy_of_env is not None:
+                    self.policy_returns[self.policy_of_env[env]].append(ret)
             self.episodes += 1
 
     @property
@@ -174,6 +180,11 @@ class Telemetry:
                 pool_score=_finite_or_none(stats[Stat.POOL_SCORE]),
                 pool_games=int(stats[Stat.POOL_GAMES]),
             )
+        if self.policy_returns:  # multiagent.policies
+            line["policy_returns"] = {
+                name: _finite_or_none(np.mean(returns)) if returns else None
+                for name, returns in self.policy_returns.items()
+            }
         if self.gala:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
             line.update(self._learner_lines(now - self.last_log))

@@ -1,0 +1,248 @@
+"""Named policies (``multiagent.policies``; docs/multi-agent.md): each agent of a multi-agent env played by a
+policy of its own.
+
+Row e of the buffers is env e // k's agent e mod k, so a policy's rows are fixed for the whole run: those of the
+agents mapped to it. The **run's policy** (the first learning policy in the env's agent order) is the learner's
+model, published to the weight slots as in any run. Every **other policy** has a slot of the shared pool segment
+(``fastrl.buffers``, where self-play keeps its snapshots), and the actors forward its rows with that slot's
+parameters (``fastrl.sampling.actor``):
+
+- a **learning** policy has its own model, optimizer, update rule and statistics in the learner, which learns
+  it at every barrier from its rows alone (its actions' log-probs and values are its own) and then publishes it
+  into its slot with the run's version;
+- a **frozen** policy's parameters come from a checkpoint (``multiagent.frozen``; only its tensors are read) and
+  never change; its rows are marked ``OPPONENT``, so no loss reads them. The checkpoints keep its parameters: a
+  resumed run plays the same ones whatever happened to the file.
+
+A policy's slot is rewritten at the barrier, where no env steps: ``sync`` with one learner (checked before the
+run starts). Every decision is a function of the config and the env's agents, so the run stays bit-identical
+across layouts.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fastrl.config import Config, ConfigError
+
+RUNS_POLICY = 0  # the learner's own model: index 0 of ``PolicyMap.names``
+
+
+@dataclass(frozen=True)
+class PolicyMap:
+    """Which policy plays each agent: ``names[0]`` is the run's policy, the others in the env's agent order."""
+
+    names: tuple[str, ...]
+    of_agent: tuple[int, ...]  # each agent's policy, an index into ``names``, in the env's agent order
+    frozen: tuple[bool, ...]  # per policy
+
+    @property
+    def slots(self) -> int:
+        """Pool slots the other policies take (policy p > 0 is slot p - 1)."""
+        return len(self.names) - 1
+
+    def row_policy(self, envs: int) -> np.ndarray:
+        """Each of the ``envs`` rows' policy."""
+        return np.tile(np.asarray(self.of_agent, np.int64), envs // len(self.of_agent))
+
+    def row_slots(self, envs: int) -> np.ndarray:
+        """Each row's pool slot; -1: the run's own weights."""
+        return self.row_policy(envs) - 1
+
+    def rows_of(self, policy: int, envs: int) -> np.ndarray:
+        return np.flatnonzero(self.row_policy(envs) == policy)
+
+    def frozen_rows(self, envs: int) -> np.ndarray:
+        """Whether a frozen policy plays each row (its actions are the env's, its row no loss reads)."""
+        return np.asarray(self.frozen)[self.row_policy(envs)]
+
+    def learning(self) -> list[int]:
+        return [p for p in range(len(self.names)) if not self.frozen[p]]
+
+
+def policy_map(config: Config, agent_names: Sequence[str]) -> PolicyMap | None:
+    """The run's map, or None where one policy plays every agent (``multiagent.policies = {}``)."""
+    mapping, frozen = config.multiagent.policies, config.multiagent.frozen
+    if not mapping:
+        return None
+    in_order = [mapping[agent] for agent in agent_names]
+    learning = [name for name in in_order if name not in frozen]
+    first = learning[0]
+    names = [first] + [name for name in dict.fromkeys(in_order) if name != first]
+    return PolicyMap(
+        tuple(names), tuple(names.index(name) for name in in_order), tuple(name in frozen for name in names)
+    )
+
+
+def check_policies(config: Config, agent_names: Sequence[str], model: torch.nn.Module) -> Config:
+    """Bad ``[multiagent]`` input refused before work starts, naming the key; returns the config with
+    ``multiagent.policies`` in the env's agent order (the run's ``config.toml`` and its metrics read it so)."""
+    options, engine = config.multiagent, config.engine
+    mapping, frozen = options.policies, options.frozen
+    if not mapping:
+        if frozen:
+            raise ConfigError(
+                f"multiagent.frozen names {sorted(frozen)}, but multiagent.policies is empty: map agents to "
+                'policies first (multiagent.policies = {agent = "name", ...})'
+            )
+        return config
+    env = config.env.id
+    if len(agent_names) < 2:
+        raise ConfigError(f"multiagent.policies maps agents to policies; env {env!r} has one agent")
+    missing = [agent for agent in agent_names if agent not in mapping]
+    unknown = [agent for agent in mapping if agent not in agent_names]
+    if missing or unknown:
+        raise ConfigError(
+            f"multiagent.policies must map every agent of env {env!r} ({', '.join(agent_names)}) to a policy name; "
+            + "; ".join(
+                part
+                for part in (
+                    f"missing: {', '.join(missing)}" if missing else "",
+                    f"not agents of the env: {', '.join(map(str, unknown))}" if unknown else "",
+                )
+                if part
+            )
+        )
+    bad = [f"{agent} = {name!r}" for agent, name in mapping.items() if not isinstance(name, str) or not name]
+    if bad:
+        raise ConfigError(f"multiagent.policies: each agent's policy is a name (a non-empty string); got {bad}")
+    strays = [name for name in frozen if name not in mapping.values()]
+    if strays:
+        raise ConfigError(
+            f"multiagent.frozen names {strays}, which no agent plays (multiagent.policies' names: "
+            f"{sorted(set(mapping.values()))})"
+        )
+    if all(name in frozen for name in mapping.values()):
+        raise ConfigError("multiagent.frozen freezes every policy of multiagent.policies: nothing would learn")
+    if config.selfplay.opponents != "shared":
+        raise ConfigError(
+            "multiagent.policies fixes which policy plays each agent; selfplay.opponents = 'pool' draws them: "
+            "use one or the other"
+        )
+    if engine.mode != "sync" or engine.learners > 1:
+        raise ConfigError(
+            "multiagent.policies: a named policy's parameters are published where no env steps, at sync's "
+            f"barrier with one learner (got engine.mode = {engine.mode!r}, engine.learners = {engine.learners})"
+        )
+    for name in frozen:
+        frozen_parameters(config, name, model)  # found, readable and fitting the run's model, or refused
+    ordered = copy.deepcopy(config)
+    ordered.multiagent.policies = {agent: mapping[agent] for agent in agent_names}
+    return ordered
+
+
+def frozen_parameters(config: Config, name: str, model: torch.nn.Module) -> torch.Tensor:
+    """Frozen policy ``name``'s parameters from its checkpoint, flat in the order of ``model``'s state (the
+    shared slots' layout), checked to fit ``model``."""
+    from fastrl.evaluation.targets import resolve_checkpoint
+    from fastrl.runs.checkpoint import load_checkpoint
+
+    source = config.multiagent.frozen[name]
+    key = f"multiagent.frozen.{name} = {source!r}"
+    if not isinstance(source, str):
+        raise ConfigError(f"{key}: expected a run directory or a checkpoint file")
+    try:
+        path, _ = resolve_checkpoint(source)
+        state = load_checkpoint(path).get("model")
+    except ConfigError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    if not isinstance(state, dict):
+        raise ConfigError(f"{key}: checkpoint {str(path)!r} holds no 'model' parameters")
+    fitted = copy.deepcopy(model).cpu()
+    try:
+        fitted.load_state_dict(state)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(
+            f"{key}: its parameters do not fit this run's model {config.model.name!r} ({first}); a frozen policy "
+            "must have been trained with the same model and observation/action spaces"
+        ) from None
+    return torch.cat([tensor.detach().reshape(-1).float() for tensor in fitted.state_dict().values()])
+
+
+@dataclass
+class PolicyLearner:
+    """A learning policy other than the run's: the learner's model, optimizer and rule for it, its rows."""
+
+    name: str
+    slot: int
+    rows: np.ndarray
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    rule: object  # fastrl.algos.update_rule.UpdateRule
+    step: object  # fastrl.learning.checked_step.CheckedStep
+    stats: np.ndarray  # its own stats row (never the run's: the metrics show the run's policy)
+
+
+class NamedPolicies:
+    """The learner's side: the other policies learned, published and checkpointed beside the run's policy.
+
+    ``trainer(stats, rows)`` builds a learning policy's (model, rule, optimizer, checked step) as the learner builds
+    its own, so every policy learns by the same rule and settings."""
+
+    def __init__(self, config: Config, envs: int, policies: PolicyMap, buffers, run_model, trainer: Callable):
+        self.policies = policies
+        self.run_rows = policies.rows_of(RUNS_POLICY, envs)
+        self.slots = [buffers.pool_params(k) for k in range(policies.slots)]
+        self.learners: list[PolicyLearner] = []
+        self.frozen: dict[int, torch.Tensor] = {}  # slot -> parameters
+        self.frozen_published = False
+        for p, name in enumerate(policies.names[1:], start=1):
+            if policies.frozen[p]:
+                self.frozen[p - 1] = frozen_parameters(config, name, run_model)
+                continue
+            stats = np.zeros_like(buffers.control.learner_stats[0])  # its own: the metrics show the run's policy
+            rows = policies.rows_of(p, envs)
+            model, rule, optimizer, step = trainer(stats, len(rows))
+            self.learners.append(PolicyLearner(name, p - 1, rows, model, optimizer, rule, step, stats))
+
+    def run_policy_rows(self, storage: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The run's policy's rows of an update's storage."""
+        return {name: field[self.run_rows] for name, field in storage.items()}
+
+    def learn(self, storage: dict[str, np.ndarray], rollout: int, uploads, entropy_coef: float, clip: float) -> None:
+        """Each other learning policy's update on its own rows (sync: its parameters move at once)."""
+        for policy in self.learners:
+            rows = {name: field[policy.rows] for name, field in storage.items()}
+            policy.rule.entropy_coef, policy.rule.clip = entropy_coef, clip
+            with policy.step.update(policy.rule.trained, rollout):
+                policy.rule.learn(uploads.of(rows), rollout)
+            update = policy.rule.advance()
+            if update is not None and update.grads is not None:
+                policy.step(policy.model, update.grads)
+            if update is not None and update.params is not None:
+                policy.model.load_state_dict(update.params)
+
+    def publish(self, version: int) -> None:
+        """Every other learning policy into its slot, stamped with the version the run's policy publishes; the
+        frozen ones once."""
+        for policy in self.learners:
+            self.slots[policy.slot].publish(policy.model, version)
+        if not self.frozen_published:
+            for slot, flat in self.frozen.items():
+                self.slots[slot].write_flat(flat, 0)
+            self.frozen_published = True
+
+    def state(self) -> dict:
+        return {
+            "learning": {
+                p.name: {"model": p.model.state_dict(), "optimizer": p.optimizer.state_dict(), **p.rule.state()}
+                for p in self.learners
+            },
+            "frozen": {self.policies.names[slot + 1]: flat.clone() for slot, flat in self.frozen.items()},
+        }
+
+    def load(self, state: dict) -> None:
+        """A resumed run: each policy as saved, the frozen ones' parameters the checkpoint's, not the file's."""
+        for policy in self.learners:
+            kept = state["learning"][policy.name]
+            policy.model.load_state_dict(kept["model"])
+            policy.optimizer.load_state_dict(kept["optimizer"])
+            policy.rule.load(kept)
+        for slot in self.frozen:
+            self.frozen[slot] = state["frozen"][self.policies.names[slot + 1]]
