@@ -349,3 +349,33 @@ def test_the_auto_layout_never_splits_an_envs_agents_across_executors():
     for cores, envs, agents, executors in [(2, 2, 2, 1), (16, 8, 2, 4), (16, 64, 2, 11), (2, 16, 1, 2)]:
         layout = choose_layout(EngineConfig(envs=envs), Machine(cores, cuda=False), agents)
         assert layout.executors == executors, (cores, envs, agents, layout)
+
+
+@pytest.mark.engine
+def test_a_pools_random_player_is_a_zero_slot_drawn_from_the_seed_and_scored(tmp_path):
+    """selfplay.random_share: that share of the games against a uniformly random legal player (the pool's last
+    slot, zeros: every legal action the same logit), bit-identical across layouts, its games scored apart."""
+    job = ["run.total_frames=640", "algo.epochs=2", *POOL, "selfplay.random_share=0.5"]
+    _c4(tmp_path, "one", *job, "engine.executors=1", "engine.actors=1", "engine.inline_actors=false")
+    _c4(tmp_path, "two", *job, "engine.executors=2", "engine.actors=2", "engine.inline_actors=false")
+    assert _identical(_params(tmp_path / "one"), _params(tmp_path / "two"))
+    state = load_checkpoint(tmp_path / "one")["resume"]["selfplay"]
+    table = state["table"].numpy()
+    assert (table == 3).any() and (table != 3).any()  # pool_size 3: slot 3 is the random player, some envs' only
+    rating, scores = state["random"]
+    assert len(scores) > 0 and rating != 1200.0
+    lines = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["random_score"] is not None
+    from fastrl.config import load_config
+    from fastrl.models.policy import build_policy
+
+    config = load_config("configs/connect_four_selfplay.toml", [])
+    zero = build_policy(probe_env(config.env), config)
+    for tensor in zero.state_dict().values():
+        tensor.zero_()
+    envs = make_games(config.env, [0, 1])
+    row = np.zeros((1, *envs[0].obs_shape), np.float32)
+    envs[0].reset(3, row[0])
+    logits, _ = zero(torch.from_numpy(row))
+    assert torch.equal(logits, torch.zeros_like(logits))  # an empty board: every column legal, every one alike
+    envs[0].close()

@@ -71,9 +71,10 @@ class Stat(IntEnum):
     POOL_SIZE = 34  # snapshots in the pool
     POOL_SCORE = 35  # the learning seat's mean score (win 1, draw 1/2) over its last games against the pool
     POOL_GAMES = 36  # games rated
+    RANDOM_SCORE = 37  # the learning seat's mean score over its last games against the uniformly random player
 
 
-STAT_COLUMNS = 37
+STAT_COLUMNS = 38
 
 
 class Activity(IntEnum):

@@ -344,6 +344,14 @@ class SelfPlayConfig:
         "least, most often)",
         choices=("uniform", "latest", "rating"),
     )
+    random_share: float = _f(
+        0.0,
+        "'pool': the share of each rollout's games whose opponent is a uniformly random legal player instead of a "
+        "snapshot (drawn per env from the run seed's stream): games the policy's own past selves would never "
+        "play, so one line of play both seats repeat cannot take over",
+        min=0.0,
+        max=1.0,
+    )
     elo_k: float = _f(16.0, "the Elo ratings' step: rating change per game = elo_k x (score - expected)", min=0.0)
 
 

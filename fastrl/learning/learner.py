@@ -138,6 +138,7 @@ class Learner:
     def _trainer(self, model: torch.nn.Module, stats: np.ndarray):
         """``model``'s update rule, optimizer and checked step, their stats into ``stats``."""
         config = self.spec.config
+        step: CheckedStep  # made once the optimizer exists; the rule calls it through the lambda below
         rule = make_rule(
             self.algo,
             self.mode.policy_lag,

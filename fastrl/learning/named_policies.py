@@ -24,11 +24,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from fastrl.config import Config, ConfigError
+
+if TYPE_CHECKING:  # annotations only
+    from fastrl.algos.update_rule import UpdateRule
+    from fastrl.learning.checked_step import CheckedStep
 
 RUNS_POLICY = 0  # the learner's own model: index 0 of ``PolicyMap.names``
 
@@ -174,8 +179,8 @@ class PolicyLearner:
     rows: np.ndarray
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    rule: object  # fastrl.algos.update_rule.UpdateRule
-    step: object  # fastrl.learning.checked_step.CheckedStep
+    rule: UpdateRule
+    step: CheckedStep
     stats: np.ndarray  # its own stats row (never the run's: the metrics show the run's policy)
 
 

@@ -12,6 +12,9 @@ keeps the pool:
 - **Elo ratings**: the learning seat's games that ended in rollout j, read from the storage (the sign of its
   return in the game), rate it against the snapshot it played; a snapshot starts at the learner's rating when
   it is taken.
+- a **uniformly random player** (``selfplay.random_share`` of the games, drawn per env and rollout): the pool's
+  last slot, all zeros, whose network gives every action the same logit, so the actors' masked sampling plays
+  each legal action alike. Rated as the snapshots are; the learner's score against it is in the metrics.
 
 Everything is decided at the barrier from the seed and the storages, never from timing, so a self-play run is
 bit-identical across layouts; the pool's weights, the ratings and the stream are in the checkpoint, so it resumes
@@ -49,6 +52,11 @@ def expected_score(rating: float, against: float) -> float:
     return 1.0 / (1.0 + 10.0 ** ((against - rating) / 400.0))
 
 
+def pool_slots(options) -> int:
+    """The shared segment's pool slots: ``pool_size`` snapshots, and the random player's where it plays."""
+    return options.pool_size + (options.random_share > 0)
+
+
 class SelfPlayPool:
     def __init__(self, spec: RunSpec, buffers: RunBuffers, stats: np.ndarray):
         self.options = spec.config.selfplay
@@ -58,6 +66,12 @@ class SelfPlayPool:
         self.table = buffers.opponents
         self.stats = stats
         self.entries: list[Snapshot] = []
+        # the uniformly random player: zero parameters give every action the same logit (every legal one, masked)
+        self.random = Snapshot(-1, self.options.pool_size, INITIAL_RATING) if self.options.random_share else None
+        if self.random is not None:
+            random_slot = buffers.pool_params(self.random.slot)
+            random_slot.write_flat(torch.zeros_like(random_slot.flat), 0)
+        self.against_random: deque[float] = deque(maxlen=RECENT_GAMES)
         self.rating = INITIAL_RATING
         self.rng = np.random.default_rng([spec.config.run.seed, SELFPLAY_STREAM])
         self.returns = np.zeros(len(self.rows))  # the learning seat's return so far in each env's game
@@ -73,7 +87,10 @@ class SelfPlayPool:
             return
         if version % self.options.snapshot_every == 0 or not self.entries:
             self._snapshot(version, model)
-        self.table[version % 2] = [self.entries[i].slot for i in self._draw()]
+        slots = np.array([self.entries[i].slot for i in self._draw()])
+        if self.random is not None:  # drawn after the snapshots: a run without it draws as before
+            slots[self.rng.random(len(slots)) < self.options.random_share] = self.random.slot
+        self.table[version % 2] = slots
         self.prepared = version
         self.stats[Stat.POOL_SIZE] = len(self.entries)
 
@@ -82,7 +99,7 @@ class SelfPlayPool:
         steps = storage["reward"].shape[1] - 1
         rewards = storage["reward"][self.rows, :steps]
         ends = storage["done"][self.rows, :steps] != CONTINUES
-        by_slot = {entry.slot: entry for entry in self.entries}
+        by_slot = {entry.slot: entry for entry in (*self.entries, *([self.random] if self.random else []))}
         opponents = self.table[rollout % 2]
         for g in range(len(self.rows)):
             for t in range(steps):
@@ -93,6 +110,7 @@ class SelfPlayPool:
         self.stats[Stat.ELO] = self.rating
         self.stats[Stat.POOL_SCORE] = float(np.mean(self.recent)) if self.recent else float("nan")
         self.stats[Stat.POOL_GAMES] = self.games
+        self.stats[Stat.RANDOM_SCORE] = float(np.mean(self.against_random)) if self.against_random else float("nan")
 
     def _snapshot(self, version: int, model: torch.nn.Module) -> None:
         if len(self.entries) < len(self.slots):
@@ -119,6 +137,8 @@ class SelfPlayPool:
         self.rating += change
         opponent.rating -= change
         self.recent.append(score)
+        if opponent is self.random:
+            self.against_random.append(score)
         self.games += 1
 
     # ------------------------------------------------------------------ checkpoints
@@ -132,6 +152,7 @@ class SelfPlayPool:
             "returns": torch.from_numpy(self.returns.copy()),  # tensors: checkpoints hold no numpy objects
             "recent": list(self.recent),
             "games": self.games,
+            "random": None if self.random is None else (self.random.rating, list(self.against_random)),
             "table": torch.from_numpy(self.table.copy()),
             "prepared": self.prepared,
         }
@@ -145,6 +166,10 @@ class SelfPlayPool:
         self.returns[:] = state["returns"].numpy()
         self.recent.extend(state["recent"])
         self.games = int(state["games"])
+        if self.random is not None and state.get("random") is not None:
+            rating, scores = state["random"]
+            self.random.rating = float(rating)
+            self.against_random.extend(scores)
         self.table[:] = state["table"].numpy()
         self.prepared = int(state["prepared"])
         self.stats[Stat.POOL_SIZE] = len(self.entries)

@@ -150,6 +150,7 @@ def plan_run(config: Config) -> RunPlan:
     from fastrl.config import validate
     from fastrl.devices import resolve_devices
     from fastrl.learning.named_policies import check_policies, policy_map
+    from fastrl.learning.selfplay import pool_slots
     from fastrl.models.compiling import resolve_compile
     from fastrl.models.policy import build_policy
     from fastrl.process.auto_layout import resolve_layout
@@ -193,7 +194,7 @@ def plan_run(config: Config) -> RunPlan:
     )
     ids = _worker_ids(config)
     named = policy_map(config, info.agent_names)  # the other named policies' parameters share the pool segment
-    pool = config.selfplay.pool_size if config.selfplay.opponents == "pool" else named.slots if named else 0
+    pool = pool_slots(config.selfplay) if config.selfplay.opponents == "pool" else named.slots if named else 0
     plan = BufferPlan(
         shape,
         n_params,

@@ -61,7 +61,9 @@ class Telemetry:
         # multiagent.policies (in the env's agent order once planned): each named policy's return over its rows
         named = list(config.multiagent.policies.values())
         self.policy_of_env = [named[e % len(named)] for e in range(config.engine.envs)] if named else None
-        self.policy_returns = {name: deque(maxlen=config.run.return_window) for name in dict.fromkeys(named)}
+        self.policy_returns: dict[str, deque[float]] = {
+            name: deque(maxlen=config.run.return_window) for name in dict.fromkeys(named)
+        }
         self.episodes = 0
         self.created = self.started = time.monotonic()
         self.finished_at: float | None = None
@@ -180,9 +182,11 @@ class Telemetry:
                 pool_score=_finite_or_none(stats[Stat.POOL_SCORE]),
                 pool_games=int(stats[Stat.POOL_GAMES]),
             )
+            if self.config.selfplay.random_share > 0:
+                line["random_score"] = _finite_or_none(stats[Stat.RANDOM_SCORE])
         if self.policy_returns:  # multiagent.policies
             line["policy_returns"] = {
-                name: _finite_or_none(np.mean(returns)) if returns else None
+                name: _finite_or_none(float(np.mean(returns))) if returns else None
                 for name, returns in self.policy_returns.items()
             }
         if self.gala:
