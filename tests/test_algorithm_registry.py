@@ -94,6 +94,6 @@ def test_a_name_is_registered_once():
 
 def test_metrics_take_their_own_columns_or_the_extra_ones():
     assert metric_keys(load_algorithm("ppo")) == {"clip": Stat.CLIP, "clip_fraction": Stat.CLIP_FRACTION,
-                                                   "approx_kl": Stat.APPROX_KL}
+                                                   "approx_kl": Stat.APPROX_KL, "epochs_done": Stat.EXTRA_0}
     assert metric_keys(load_algorithm("pqn")) == {"epsilon": Stat.EXTRA_0, "q_mean": Stat.EXTRA_0 + 1}
     assert metric_keys(load_algorithm("a2c")) == {}

@@ -6,6 +6,8 @@ their result is published at barrier j+1 (lag exactly 1). Recomputed here from t
 rollouts with plain SGD, the numpy GAE reference (on the values the actors wrote, bootstrapped by
 the epochs' start parameters) and the permutation seeded by (seed, rollout).
 """
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -30,7 +32,9 @@ def clip_at(counted: int) -> float:
     return CLIP + (CLIP_FINAL - CLIP) * counted / ROLLOUTS
 
 
-def ppo_epochs(theta: dict, data: dict, rollout: int, lag: int = 0) -> dict:
+def ppo_epochs(theta: dict, data: dict, rollout: int, lag: int = 0, target_kl: float = 0.0, taken=None) -> dict:
+    """The epochs from θ on D; with ``target_kl``, stopped before the first minibatch whose KL from the acting
+    policy is past 1.5 x it (the number of steps taken appended to ``taken``)."""
     net = LinearPolicy((4,), 2)
     net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in theta.items()})
     obs = torch.from_numpy(data["obs"]).float()
@@ -45,15 +49,21 @@ def ppo_epochs(theta: dict, data: dict, rollout: int, lag: int = 0) -> dict:
         advantages=adv.reshape(-1), returns=(adv + values[:, :STEPS]).reshape(-1),
     )
     rng = np.random.default_rng([SEED, PPO_STREAM, rollout])
-    for _ in range(EPOCHS):
-        for index in minibatch_indices(ENVS * STEPS, MINIBATCHES, rng):
-            fields = (getattr(flat, f) for f in PPOBatch.__dataclass_fields__)
-            batch = PPOBatch(*(None if field is None else field[torch.from_numpy(index)] for field in fields))
-            loss, _ = ppo_loss(net, batch, clip_at(rollout + lag), 0.0, VALUE_COEF, ENTROPY_COEF, True)
-            grads = torch.autograd.grad(loss, list(net.parameters()))
-            with torch.no_grad():
-                for p, g in zip(net.parameters(), grads):
-                    p -= LR * g
+    plan = [index for _ in range(EPOCHS) for index in minibatch_indices(ENVS * STEPS, MINIBATCHES, rng)]
+    steps = 0
+    for index in plan:
+        fields = (getattr(flat, f) for f in PPOBatch.__dataclass_fields__)
+        batch = PPOBatch(*(None if field is None else field[torch.from_numpy(index)] for field in fields))
+        loss, stats = ppo_loss(net, batch, clip_at(rollout + lag), 0.0, VALUE_COEF, ENTROPY_COEF, True)
+        if target_kl and float(stats.approx_kl) > 1.5 * target_kl:
+            break
+        steps += 1
+        grads = torch.autograd.grad(loss, list(net.parameters()))
+        with torch.no_grad():
+            for p, g in zip(net.parameters(), grads):
+                p -= LR * g
+    if taken is not None:
+        taken.append(steps)
     return {k: v.detach().double().numpy() for k, v in net.state_dict().items()}
 
 
@@ -62,8 +72,7 @@ def _close(a: dict, b: dict, what: str) -> None:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-5, err_msg=f"{what} {k}")
 
 
-@pytest.mark.parametrize("mode", ["sync", "hts"])
-def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, monkeypatch, mode):
+def _recorded_run(tmp_path, monkeypatch, mode: str, *extra: str) -> None:
     monkeypatch.setattr(fastrl.learning.learner, "Learner", RecordingLearner)
     RecordingLearner.records = []
     overrides = [
@@ -74,9 +83,14 @@ def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, 
         f"algo.gae_lambda={LAM}", f"algo.clip={CLIP}", "algo.clip_schedule='linear'", f"algo.clip_final={CLIP_FINAL}",
         f"algo.value_coef={VALUE_COEF}",
         f"algo.entropy_coef={ENTROPY_COEF}", f"algo.epochs={EPOCHS}", f"algo.minibatches={MINIBATCHES}",
-        "algo.lr_schedule='constant'", "algo.value_clip=0.0",
+        "algo.lr_schedule='constant'", "algo.value_clip=0.0", *extra,
     ]
     fastrl.train({}, overrides, run_dir=tmp_path / "run")
+
+
+@pytest.mark.parametrize("mode", ["sync", "hts"])
+def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, monkeypatch, mode):
+    _recorded_run(tmp_path, monkeypatch, mode)
     data = [d for d, _ in RecordingLearner.records]
     theta = [p for _, p in RecordingLearner.records]  # θ_j: at barrier j, the parameters that acted in rollout j
     assert len(data) == ROLLOUTS
@@ -95,3 +109,24 @@ def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, 
         # the check tells the rules apart: epochs from θ_j instead of θ_{j+1} land elsewhere
         wrong = ppo_epochs(theta[1], data[1], 1, lag=1)
         assert max(np.abs(wrong[k] - theta[3][k]).max() for k in wrong) > 1e-4
+
+
+def test_target_kl_stops_the_epochs_before_the_first_minibatch_past_it(tmp_path, monkeypatch):
+    target = 0.0003  # stops some updates part-way and lets others run every epoch (asserted)
+    _recorded_run(tmp_path, monkeypatch, "sync", f"algo.target_kl={target}")
+    data = [d for d, _ in RecordingLearner.records]
+    theta = [p for _, p in RecordingLearner.records]
+    taken: list[int] = []
+    for j in range(ROLLOUTS - 1):
+        _close(theta[j + 1], ppo_epochs(theta[j], data[j], j, target_kl=target, taken=taken), f"θ_{j + 1}")
+    saved = {k: v.double().numpy() for k, v in load_checkpoint(tmp_path / "run")["model"].items()}
+    _close(saved, ppo_epochs(theta[-1], data[-1], ROLLOUTS - 1, target_kl=target, taken=taken), "final")
+    assert min(taken) < EPOCHS * MINIBATCHES and max(taken) > 0, taken
+    # the un-stopped rule lands elsewhere: the stop is what the engine did
+    full = ppo_epochs(theta[0], data[0], 0) if taken[0] < EPOCHS * MINIBATCHES else None
+    if full is not None:
+        assert max(np.abs(full[k] - theta[1][k]).max() for k in full) > 1e-4
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert {line["epochs_done"] for line in lines if "epochs_done" in line} <= {
+        steps / MINIBATCHES for steps in taken
+    }

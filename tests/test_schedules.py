@@ -80,3 +80,5 @@ def test_a_linear_clip_range_reaches_its_final_value_and_stays():
 def test_a_clip_schedule_is_refused_where_nothing_clips():
     with pytest.raises(ConfigError, match="algo.clip_schedule = 'linear'.*'impala'"):
         load_config(None, ["engine.mode='async'", "algo.clip_schedule='linear'"])
+    with pytest.raises(ConfigError, match="algo.target_kl = 0.01 stops PPO's epochs.*'a2c'"):
+        load_config(None, ["algo.name='a2c'", "algo.target_kl=0.01"])

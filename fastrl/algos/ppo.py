@@ -204,9 +204,11 @@ class PPO(UpdateRule):
         plan = minibatches.plan(seed, algo.epochs, algo.minibatches, total // length, length, first, count, self.device)
         sums = torch.zeros(len(PPO_COLUMNS), dtype=torch.float64, device=self.device)
         norm: float | torch.Tensor = 0.0
-        steps = 0
+        steps = measured = 0
         for index, mine in plan:
             if len(mine) == 0:  # none this time: the other ranks' gradients still need this rank's zeros
+                if self._past_target_kl(None, 0):
+                    break
                 norm = self.step(net, [torch.zeros_like(p) for p in net.parameters()])
                 continue
             batch = self._minibatch(data, mine, advantages[index], None if acting is None else acting[index])
@@ -226,13 +228,31 @@ class PPO(UpdateRule):
             )
             if not self.deferred_checks:
                 checked_losses(rollout, float(stats.policy_loss), float(stats.value_loss), float(stats.entropy))
+            terms = stats.stacked()
+            sums += terms
+            measured += 1
+            if self._past_target_kl(stats.approx_kl, len(mine)):
+                break
             # weighted by this rank's share of the minibatch: the ranks' mean gradient is the whole minibatch's
             (loss * (len(mine) * self.cohort.ranks / len(index))).backward()
-            terms = stats.stacked()
             norm = self.step(net, gradients_of(net), terms[:3])  # the terms too: checked there when deferred
-            sums += terms
             steps += 1
-        return dict(zip(PPO_COLUMNS, (sums / max(steps, 1)).tolist())), norm
+        losses = dict(zip(PPO_COLUMNS, (sums / max(measured, 1)).tolist()))
+        losses["epochs_done"] = steps / algo.minibatches
+        return losses, norm
+
+    def _past_target_kl(self, approx_kl: torch.Tensor | None, rows: int) -> bool:
+        """``algo.target_kl``: whether this minibatch's KL from the acting policy, over every rank's rows (each
+        rank's mean weighted by its rows, so all ranks decide alike), is past 1.5 x the target. Reads a number off
+        the device, so only when the key is set."""
+        if not self.algo.target_kl:
+            return False
+        mine = torch.zeros(2, dtype=torch.float64, device=self.device)
+        if rows:
+            mine[0] = approx_kl.double() * rows
+            mine[1] = rows
+        kl, count = self.cohort.gather(mine.unsqueeze(0)).sum(0).tolist()
+        return kl / max(count, 1.0) > 1.5 * self.algo.target_kl
 
     def _minibatch(
         self, data: PPOBatch, mine: torch.Tensor, advantages: torch.Tensor, acting: torch.Tensor | None

@@ -225,7 +225,7 @@ register_algorithm(
         normalizes_returns=True,
         clips_ratio=True,
         epochs=True,
-        metrics=("clip", "clip_fraction", "approx_kl"),
+        metrics=("clip", "clip_fraction", "approx_kl", "epochs_done"),
         check=_ppo_check,
     )
 )

@@ -260,6 +260,13 @@ class AlgoConfig:
         "when algo.normalize_returns (0 disables)",
         min=0.0,
     )
+    target_kl: float = _f(
+        0.0,
+        "ppo: an update's epochs stop at the first minibatch whose approximate KL from the policy that acted "
+        "exceeds 1.5 x target_kl, before its step (stable-baselines3's rule; in hts that policy is one version "
+        "behind); 0: every epoch runs. Steps shrink only where they are large; 'epochs_done' in the metrics",
+        min=0.0,
+    )
     gae_lambda: float = _f(0.95, "ppo: GAE lambda (1 gives n-step returns minus V)", min=0.0, max=1.0)
     normalize_advantages: bool = _f(True, "ppo: standardize advantages per minibatch")
     normalize_returns: bool | str = _f(

@@ -62,6 +62,11 @@ def _validate_algorithm(config: Config) -> None:
             f"algo.clip_schedule = {config.algo.clip_schedule!r} anneals PPO's clip range: algo.name is {name!r}, "
             "which clips nothing; leave algo.clip_schedule = 'constant'"
         )
+    if config.algo.target_kl and not algorithm.clips_ratio:
+        raise ConfigError(
+            f"algo.target_kl = {config.algo.target_kl} stops PPO's epochs early: algo.name is {name!r}, which runs "
+            "no epochs of a clipped ratio; leave algo.target_kl = 0"
+        )
     if config.algo.normalize_rewards and not algorithm.learns:
         raise ConfigError(
             f"algo.normalize_rewards = true needs a learning algorithm: algo.name = {name!r} trains on no reward"
