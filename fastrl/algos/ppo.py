@@ -248,7 +248,7 @@ class PPO(UpdateRule):
         if not self.algo.target_kl:
             return False
         mine = torch.zeros(2, dtype=torch.float64, device=self.device)
-        if rows:
+        if approx_kl is not None:
             mine[0] = approx_kl.double() * rows
             mine[1] = rows
         kl, count = self.cohort.gather(mine.unsqueeze(0)).sum(0).tolist()
