@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: this module needs neither at run time
     from fastrl.sampling.actor import Actor
     from fastrl.sampling.executor import Executor
+
+
+# the longest one poll keeps stepping: in async the envs may never run dry, and the worker's loop beats its
+# heartbeat and reads the stop flag only between polls (the watchdog took such a pair for a hung one)
+SLICE_S = 0.05
 
 
 class InlinePair:
@@ -24,6 +30,7 @@ class InlinePair:
 
     def poll(self, timeout: float) -> bool:
         did = self.executor.poll(0)  # the learner's "go" messages (and async's free slots)
+        deadline = time.monotonic() + SLICE_S
         while True:
             self.actor.receive(self.executor.take_direct_requests())
             released = self.actor.act_ready()
@@ -32,6 +39,8 @@ class InlinePair:
             for envs in released:
                 self.executor.handle(envs.tolist())
             did = True
+            if time.monotonic() > deadline:
+                break  # more is ready: the next poll goes on with it
         return did or self.executor.poll(timeout)  # idle: block until the learner's next "go"
 
     def shutdown(self) -> None:
