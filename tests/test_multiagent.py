@@ -129,6 +129,38 @@ def test_rows_that_did_not_act_change_nothing_in_the_ppo_loss():
 
 
 @pytest.mark.unit
+def test_rows_that_did_not_act_change_nothing_in_the_impala_loss():
+    """Env 0 turn-based (its waiting rows' actions and behaviour log-probs thrown away), env 1's agent gone after
+    step 1 (its absent rows' actions, log-probs and rewards never read): junk there leaves the loss as it was."""
+    from fastrl.algos.impala import impala_loss
+    from fastrl.buffers.device_storage import Uploads
+    from fastrl.config import AlgoConfig
+    from tests.helpers.recording import LinearPolicy
+
+    torch.manual_seed(0)
+    model = LinearPolicy((4,), 3)
+    live = np.array([[ACTING, WAITING, ACTING, WAITING, ACTING], [ACTING, ACTING, ABSENT, ABSENT, ABSENT]], np.int8)
+    done = np.full((2, 5), CONTINUES, np.int8)
+    done[1, 1] = TERMINATED  # the agent's last step: nothing after it bootstraps into its rows before
+
+    def loss(garbage: float) -> torch.Tensor:
+        unused = (live != ACTING).astype(np.float32) * garbage
+        gone = (live == ABSENT).astype(np.float32) * garbage
+        storage = Uploads(torch.device("cpu")).of({
+            "obs": np.random.default_rng(1).standard_normal((2, 5, 4)).astype(np.float32) * (live != ABSENT)[..., None],
+            "action": (np.array([[0, 1, 2, 0, 1], [2, 1, 0, 2, 1]]) + unused.astype(np.int64)) % 3,
+            "logp": (np.full((2, 5), -1.1) + unused).astype(np.float32),
+            "reward": (np.array([[0, 0, 0, 1, 0], [0, -1, 0, 0, 0]]) + gone).astype(np.float32),
+            "done": done,
+            "live": live,
+        })
+        value, _ = impala_loss(model, storage, AlgoConfig(), torch.device("cpu"))
+        return value
+
+    assert torch.isfinite(loss(0.0)) and loss(0.0) == loss(7.0)
+
+
+@pytest.mark.unit
 def test_pettingzoo_ids_and_factories_find_their_backend():
     assert backend_for(EnvConfig(id=CONNECT_FOUR)).name == "pettingzoo"
     assert backend_for(EnvConfig(id=LEAVING, backend="pettingzoo")).name == "pettingzoo"
@@ -138,14 +170,31 @@ def test_pettingzoo_ids_and_factories_find_their_backend():
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize(("mode", "algo"), [("sync", "ppo"), ("hts", "ppo"), ("sync", "a2c"), ("hts", "a2c")])
-def test_agents_that_leave_early_never_reach_the_loss(tmp_path, mode, algo):
-    """3 agents per env, 3 rows per env step; the departed agents' NaN observations would make the loss NaN."""
-    summary, run_dir = _leaving(tmp_path, "run", f"algo.name='{algo}'", mode=mode)
+@pytest.mark.parametrize(("mode", "algo", "extra"), [
+    ("sync", "ppo", []), ("hts", "ppo", []), ("sync", "a2c", []), ("hts", "a2c", []),
+    # IMPALA: each agent's slots go to the learner as they fill (2 to a batch), the env steps once all have one
+    ("async", "impala", ["algo.batch_slots=2"]),
+    # two GALA learners, each on one env of 3 agents
+    ("gala", "a2c", ["engine.learners=2", "algo.optimizer='rmsprop'"]),
+])
+def test_agents_that_leave_early_never_reach_the_loss(tmp_path, mode, algo, extra):
+    """3 agents per env, 3 rows per env step, in every mode; the departed agents' NaN observations would make the
+    loss NaN."""
+    summary, run_dir = _leaving(tmp_path, "run", f"algo.name='{algo}'", *extra, mode=mode)
     assert summary["status"] == "complete" and summary["frames"] == 960  # 6 rows x 8 steps x 20 updates
     assert all(torch.isfinite(t).all() for t in _params(run_dir).values())
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["episodes"] > 0
+
+
+@pytest.mark.engine
+def test_an_async_pair_whose_envs_never_run_dry_still_beats_its_heartbeat_and_stops(tmp_path):
+    """Connect Four under IMPALA with inline actors: free slots always wait, so the executor-actor pair always has
+    work; it must still return to its loop (the heartbeat the watchdog reads, the stop flag) within a poll."""
+    summary, _ = _c4(tmp_path, "async", "engine.mode='async'", "algo.name='impala'", "engine.envs=64",
+                     "engine.inline_actors=true", "reliability.watchdog_s=1.5", "run.max_seconds=4",
+                     "run.total_frames=100_000_000")
+    assert summary["status"] == "complete" and summary["frames"] > 0
 
 
 @pytest.mark.engine
@@ -190,7 +239,9 @@ def test_matches_replay_from_their_seed_and_name_what_they_cannot_play(tmp_path)
 @pytest.mark.engine
 @pytest.mark.parametrize(("overrides", "match"), [
     (["engine.envs=7"], r"engine.envs = 7 counts agent rows.*2 agents.*multiple of 2"),
-    (["algo.name='impala'", "engine.mode='async'"], r"steps each env group together.*'sync' or 'hts'"),
+    (["env.on_error='reset'"], r"cannot reset one env of a failed group"),
+    (["engine.mode='gala'", "engine.learners=2", "engine.envs=6", "algo.name='a2c'"],
+     r"each gala learner's envs must hold whole envs of 2 agents"),
     (["algo.name='pqn'"], r"algo.name = 'pqn' does not learn from multi-agent envs"),
     (["engine.executors=5"], r"engine.executors = 5 is more than the 4 envs of 2 agents"),
 ])
@@ -257,11 +308,11 @@ def test_a_pool_needs_sync_and_a_multi_agent_env(tmp_path):
 
 @pytest.mark.engine
 def test_the_matches_bench_trains_for_its_minutes_then_plays_each_opponent(tmp_path, capsys):
-    assert main(["bench", "matches", "--minutes", "0.05", "--games", "4", "--opponent", "random",
+    assert main(["bench", "matches", "--minutes", "0.05", "--games", "4", "--opponent", "random", "--greedy",
                  "--set", "engine.envs=8", "--set", "engine.rollout=8", "--set", "algo.minibatches=2",
                  "--set", "run.progress=false", "--run-dir", str(tmp_path / "run")]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert set(result["matches"]) == {"random"} and result["matches"]["random"]["wins"] <= 4
+    assert set(result["matches"]) == {"random"} and result["matches"]["random"]["wins"] <= 4 and result["greedy"]
     assert result["train_s"] <= 3 + 0.05 * 60 and (tmp_path / "run" / "matches.json").is_file()
     with pytest.raises(SystemExit):
         main(["bench", "matches", "--games", "4"])  # --minutes is required

@@ -4,7 +4,9 @@ Policy gradient with the V-trace advantages ρ_s (r_s + γ_s v_{s+1} − V(x_s))
 to the V-trace targets v_s, entropy bonus. The behaviour log-probs μ are those the actor wrote
 into the slots with the parameters it had then; the target π is the learner's current policy.
 A step truncated by a time limit bootstraps from the learner's value of the episode's final
-observation (``fastrl.algos.time_limits``); a terminated one does not.
+observation (``fastrl.algos.time_limits``); a terminated one does not. A multi-agent env's rows (the slots'
+``live`` field): the policy terms over the rows whose agent acted, the value term over those where it was
+present; a waiting agent's action was thrown away, so its ratio is 1 (the trace passes through it on-policy).
 V-trace runs as the numba kernel on a CPU learner and in torch on a GPU one (same math,
 tested against the numpy reference).
 
@@ -28,7 +30,7 @@ import torch
 
 from csrc_free_kernels.vtrace import vtrace
 from fastrl.algos.time_limits import final_values
-from fastrl.algos.update_rule import Gradient, LossStats, forward_storage
+from fastrl.algos.update_rule import Gradient, LossStats, forward_storage, live_weights, weighted_mean
 from fastrl.algos.vtrace_torch import vtrace_torch
 from fastrl.buffers.device_storage import DeviceStorage
 from fastrl.config import AlgoConfig
@@ -52,10 +54,14 @@ def impala_loss(
     logits, values, after = forward_storage(model, obs, storage)
     chosen, entropies = distribution.log_prob_entropy(logits[:, :steps], actions)
     ends = final_values(model, storage, device, after)  # V of truncated episodes' final observations, same θ
-    vs, advantages = _vtrace(storage, chosen.detach(), values.detach(), ends, algo, device)
-    policy_loss = -(advantages * chosen).mean()
-    value_loss = (vs - values[:, :steps]).pow(2).mean()
-    entropy = entropies.mean()
+    acting, present = live_weights(storage, steps)  # a multi-agent env's rows: who acted, who was there
+    target = chosen.detach()
+    if acting is not None:  # an action thrown away was never taken: ratio 1
+        target = torch.where(acting > 0, target, storage.tensor("logp")[:, :steps].to(target.dtype))
+    vs, advantages = _vtrace(storage, target, values.detach(), ends, algo, device)
+    policy_loss = -weighted_mean(advantages * chosen, acting)
+    value_loss = weighted_mean((vs - values[:, :steps]).pow(2), present)
+    entropy = weighted_mean(entropies, acting)
     bonus = algo.entropy_coef if entropy_coef is None else entropy_coef
     loss = policy_loss + algo.value_coef * value_loss - bonus * entropy
     return loss, LossStats(policy_loss.item(), value_loss.item(), entropy.item())

@@ -360,5 +360,6 @@ register_env_backend(
         make_one,
         "PettingZoo envs ('pettingzoo.<family>:<env>', or a module:factory by name), each agent a row",
         make_group=make_games,
+        group_is_one_env=True,
     )
 )

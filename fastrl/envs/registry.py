@@ -91,14 +91,16 @@ class EnvBackend:
 
     ``make_group``: a backend that steps several envs together (a C++ vector env) makes an executor's env group
     at once, adapters whose ``group`` (``fastrl.envs.base.EnvGroup``) the executor hands every member's action in
-    one call; such envs advance in lockstep, so only the barrier modes (sync, hts) take them. ``auto = False``:
-    asked only when ``env.backend`` names it, never by ``"auto"``."""
+    one call; such envs advance in lockstep, so only the barrier modes (sync, hts) take them, unless
+    ``group_is_one_env``: each group is one env's agents (a PettingZoo game), which step together in any mode.
+    ``auto = False``: asked only when ``env.backend`` names it, never by ``"auto"``."""
 
     name: str
     claims: Callable[[str], bool]  # whether an env id is this backend's
     make: Callable[[EnvConfig, int], EnvAdapter]  # (config, the env's global index) -> its adapter
     summary: str = ""
     make_group: Callable[[EnvConfig, list[int]], list[EnvAdapter]] | None = None  # (config, global indices)
+    group_is_one_env: bool = False  # make_group's groups are one multi-agent env each, never several envs
     auto: bool = True
 
 

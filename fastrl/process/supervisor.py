@@ -82,13 +82,14 @@ class RunPlan:
 
 def check_env_backend(config) -> None:
     """A backend that steps env groups together (``EnvBackend.make_group``) keeps their envs in lockstep: only the
-    barrier modes, where every env steps the same rollout, take it; and a failed group step cannot reset one env."""
+    barrier modes, where every env steps the same rollout, take it (unless each group is one env's agents, which
+    fill their slots together in any mode); and a failed group step cannot reset one env."""
     from fastrl.envs.registry import backend_for
 
     backend = backend_for(config.env)
     if backend.make_group is None:
         return
-    if config.engine.mode not in ("sync", "hts"):
+    if config.engine.mode not in ("sync", "hts") and not backend.group_is_one_env:
         raise ConfigError(
             f"env.backend = {backend.name!r} steps each env group together, which needs every env on the same "
             f"rollout: engine.mode = 'sync' or 'hts' (got {config.engine.mode!r})"
@@ -99,7 +100,7 @@ def check_env_backend(config) -> None:
         )
 
 
-MULTI_AGENT_ALGOS = ("ppo", "a2c")  # the losses that weigh each row by how its agent took part (slots' live)
+MULTI_AGENT_ALGOS = ("ppo", "a2c", "impala")  # the losses that weigh each row by how its agent took part (live)
 
 
 def check_agents(config, info) -> None:
@@ -128,6 +129,12 @@ def check_agents(config, info) -> None:
         raise ConfigError(
             f"algo.name = {config.algo.name!r} does not learn from multi-agent envs (env {config.env.id!r}, {agents} "
             f"agents): {' or '.join(map(repr, MULTI_AGENT_ALGOS))}, whose losses skip waiting and absent agents"
+        )
+    if engine.mode == "gala" and (engine.envs // engine.learners) % agents:
+        raise ConfigError(
+            f"engine.envs = {engine.envs} over engine.learners = {engine.learners}: each gala learner's envs must hold "
+            f"whole envs of {agents} agents (env {config.env.id!r}), so engine.envs / engine.learners must be a "
+            f"multiple of {agents}"
         )
     executors = engine.executors
     if isinstance(executors, int) and executors > games:

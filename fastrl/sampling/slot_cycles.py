@@ -9,7 +9,8 @@ what happens when a rollout may begin and when a slot is full is the mode's, pic
   "go" already came (``hts`` runs ahead) begins it at once, else it parks.
 - ``Queues`` (``async``, IMPALA): one "go" at the start, no barrier. A full slot goes onto the full queue
   and its env takes any free slot (its last observation, kept aside because the full slot may be reused at
-  once, becomes the new slot's row 0); an env finding none waits in line, the others go on.
+  once, becomes the new slot's row 0); an env finding none waits in line, the others go on. A multi-agent env's
+  agents fill their slots at the same step; the executor steps the env once every agent has a slot and an action.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class Queues:
         self.last_obs = np.zeros((n, *info.obs_shape), info.obs_dtype)
         hidden = executor.hidden
         self.last_hidden = np.zeros((n, hidden.shape[1]), np.float32) if hidden is not None else None
+        self.last_live = np.zeros(n, executor.live.dtype) if executor.live is not None else None  # multi-agent
 
     def go(self, rollout: int, learner: int, requests: Requests) -> None:
         """The only "go" of an async run: every env takes a free slot."""
@@ -102,6 +104,8 @@ class Queues:
         self.last_obs[i] = ex.obs[last_row]
         if self.last_hidden is not None and ex.hidden is not None:
             self.last_hidden[i] = ex.hidden[last_row]
+        if self.last_live is not None and ex.live is not None:
+            self.last_live[i] = ex.live[last_row]
         finished.append(encode_full(ex.slots.slot_of(last_row), ex.env_list[i], ex.spec.envs))
         self.waiting.append(i)
 
@@ -136,6 +140,8 @@ class Queues:
                 ex.obs[row] = self.last_obs[i]
                 if self.last_hidden is not None and ex.hidden is not None:
                     ex.hidden[row] = self.last_hidden[i]
+                if self.last_live is not None and ex.live is not None:
+                    ex.live[row] = self.last_live[i]
             ex.t[i] = 0
             ex.announce(i, row, requests)
         if own:
