@@ -35,6 +35,7 @@ def measure(
     games: int = 1000,
     overrides: Sequence[str] = (),
     run_dir: str | Path | None = None,
+    greedy: bool = False,
 ) -> dict:
     import fastrl
     from fastrl.api import resolve_config
@@ -49,7 +50,7 @@ def measure(
     resolved = resolve_config(config or DEFAULT_CONFIG, [*overrides, f"run.max_seconds={minutes * 60.0!r}"])
     run_path = Path(run_dir) if run_dir is not None else default_run_dir(resolved)
     summary = fastrl.train(resolved, run_dir=run_path)
-    results = {opponent: play_matches(run_path, opponent, games=games) for opponent in opponents}
+    results = {opponent: play_matches(run_path, opponent, games=games, greedy=greedy) for opponent in opponents}
     result = {
         "config": config or DEFAULT_CONFIG,
         "overrides": list(overrides),
@@ -58,6 +59,7 @@ def measure(
         "frames": summary["frames"],
         "fps": summary["fps"],
         "games": games,
+        "greedy": greedy,
         "matches": {
             opponent: {k: r[k] for k in ("wins", "draws", "losses", "win_rate", "score_rate", "return_mean", "by_seat")}
             for opponent, r in results.items()
@@ -82,6 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"an opponent to play after training (repeat; default: {', '.join(DEFAULT_OPPONENTS)})",
     )
     parser.add_argument("--games", type=int, default=1000, help="games against each opponent (default 1000)")
+    parser.add_argument(
+        "--greedy", action="store_true", help="the policy (and a checkpoint opponent) plays its argmax, not a sample"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--run-dir", help="run directory (default: run.dir/<time>_<env>_<mode>)")
 
@@ -90,4 +95,6 @@ def run(args: argparse.Namespace) -> int:
     from fastrl.bench import report
 
     opponents = args.opponent or DEFAULT_OPPONENTS
-    return report(lambda: measure(args.config, args.minutes, opponents, args.games, args.set, args.run_dir))
+    return report(
+        lambda: measure(args.config, args.minutes, opponents, args.games, args.set, args.run_dir, args.greedy)
+    )
