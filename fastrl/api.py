@@ -117,7 +117,7 @@ def train(
     ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
     sweep_stale_segments()  # before the space check: what killed runs left in /dev/shm is not in the way
     # every input check, before anything starts
-    plan = plan_run(launch.local_config(config, ranks) if ranks else config)
+    plan = plan_run(launch.local_config(config, ranks) if ranks else config, resuming=resumed is not None)
     link = launch.RankLink(ranks) if ranks else None
     if link is not None and resumed is not None:
         resumed = _agree_resume(link, resumed, resume, overrides)

@@ -133,6 +133,10 @@ def test_a_frozen_policy_plays_its_checkpoint_and_never_learns(tmp_path):
     assert torch.equal(kept["frozen"]["champion"], flat)
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert set(lines[-1]["policy_returns"]) == {"learner", "champion"}
+    # resumed after the champion's run is gone: it plays the parameters the run's checkpoint kept
+    champion.rename(tmp_path / "moved")
+    summary = fastrl.train(resume=run_dir, overrides=["run.total_frames=768"])
+    assert summary["status"] == "complete" and torch.equal(_policies(run_dir)["frozen"]["champion"], flat)
     # three agents, the middle one frozen, in a Parallel env whose departed agents' rows are NaN
     _, leaving = _c4(tmp_path, "leaving-champion", *LEAVING, "multiagent.policies={agent_0='a', agent_1='b', "
                      "agent_2='a'}")

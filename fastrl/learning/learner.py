@@ -127,7 +127,11 @@ class Learner:
         self.selfplay = SelfPlayPool(spec, buffers, self.stats) if pool else None  # the opponents' snapshots
         named = policy_map(config, spec.env_info.agent_names)  # multiagent.policies: the other policies' learners
         self.policies = (
-            None if named is None else NamedPolicies(config, spec.envs, named, buffers, self.model, self._other_policy)
+            None
+            if named is None
+            else NamedPolicies(
+                config, spec.envs, named, buffers, self.model, self._other_policy, resuming=spec.resume is not None
+            )
         )
         self.rule.warm_up(self.uploads.of(self._zero_storage(self._rows_learned(self.policies))))
         if spec.resume is not None:

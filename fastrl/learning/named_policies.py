@@ -84,9 +84,13 @@ def policy_map(config: Config, agent_names: Sequence[str]) -> PolicyMap | None:
     )
 
 
-def check_policies(config: Config, agent_names: Sequence[str], model: torch.nn.Module) -> Config:
+def check_policies(
+    config: Config, agent_names: Sequence[str], model: torch.nn.Module, resuming: bool = False
+) -> Config:
     """Bad ``[multiagent]`` input refused before work starts, naming the key; returns the config with
-    ``multiagent.policies`` in the env's agent order (the run's ``config.toml`` and its metrics read it so)."""
+    ``multiagent.policies`` in the env's agent order (the run's ``config.toml`` and its metrics read it so).
+    ``resuming``: the frozen policies play the parameters the run's checkpoint kept, so their files are not read
+    (they may be gone)."""
     options, engine = config.multiagent, config.engine
     mapping, frozen = options.policies, options.frozen
     if not mapping:
@@ -134,7 +138,7 @@ def check_policies(config: Config, agent_names: Sequence[str], model: torch.nn.M
             "multiagent.policies: a named policy's parameters are published where no env steps, at sync's "
             f"barrier with one learner (got engine.mode = {engine.mode!r}, engine.learners = {engine.learners})"
         )
-    for name in frozen:
+    for name in frozen if not resuming else ():
         frozen_parameters(config, name, model)  # found, readable and fitting the run's model, or refused
     ordered = copy.deepcopy(config)
     ordered.multiagent.policies = {agent: mapping[agent] for agent in agent_names}
@@ -190,7 +194,16 @@ class NamedPolicies:
     ``trainer(stats, rows)`` builds a learning policy's (model, rule, optimizer, checked step) as the learner builds
     its own, so every policy learns by the same rule and settings."""
 
-    def __init__(self, config: Config, envs: int, policies: PolicyMap, buffers, run_model, trainer: Callable):
+    def __init__(
+        self,
+        config: Config,
+        envs: int,
+        policies: PolicyMap,
+        buffers,
+        run_model,
+        trainer: Callable,
+        resuming: bool = False,
+    ):
         self.policies = policies
         self.run_rows = policies.rows_of(RUNS_POLICY, envs)
         self.slots = [buffers.pool_params(k) for k in range(policies.slots)]
@@ -198,8 +211,8 @@ class NamedPolicies:
         self.frozen: dict[int, torch.Tensor] = {}  # slot -> parameters
         self.frozen_published = False
         for p, name in enumerate(policies.names[1:], start=1):
-            if policies.frozen[p]:
-                self.frozen[p - 1] = frozen_parameters(config, name, run_model)
+            if policies.frozen[p]:  # a resumed run's come from its checkpoint (``load``): the file may be gone
+                self.frozen[p - 1] = torch.empty(0) if resuming else frozen_parameters(config, name, run_model)
                 continue
             stats = np.zeros_like(buffers.control.learner_stats[0])  # its own: the metrics show the run's policy
             rows = policies.rows_of(p, envs)

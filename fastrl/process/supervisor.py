@@ -144,7 +144,7 @@ def check_agents(config, info) -> None:
         )
 
 
-def plan_run(config: Config) -> RunPlan:
+def plan_run(config: Config, resuming: bool = False) -> RunPlan:
     """Validate the env and the model, choose the "auto" process layout and compiling, size every buffer,
     before anything is started.
 
@@ -182,7 +182,8 @@ def plan_run(config: Config) -> RunPlan:
     config = resolve_layout(config, image_model=image_model, agents=info.agents)
     config = resolve_compile(config, torch.device(config.engine.device), image_model)  # and the same graphs
     check_agents(config, info)
-    config = check_policies(config, info.agent_names, policy)  # multiagent.policies, in the env's agent order
+    # multiagent.policies, in the env's agent order; a resumed run's frozen policies are in its checkpoint
+    config = check_policies(config, info.agent_names, policy, resuming)
     engine = config.engine
     check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
     mode = mode_of(config)
