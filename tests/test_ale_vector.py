@@ -101,6 +101,7 @@ def test_pong_trains_on_the_vector_backend_with_the_same_bits_in_every_layout(tm
     assert len(digests) == 1
 
 
+@pytest.mark.slow  # 8 s; the vector backend's layouts test stays in the default run
 @pytest.mark.engine
 def test_a_vector_backend_run_resumes_with_seeded_resets(tmp_path):
     """AtariVectorEnv cannot save one env's state: the learner's state is saved at the barrier as always, the envs

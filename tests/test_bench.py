@@ -170,6 +170,7 @@ def test_references_bench_prints_both_references(capsys):
         result["atari_vector_env"]["fps"] / result["raw_emulator"]["fps"])
 
 
+@pytest.mark.slow  # 22 s of fresh processes: a benchmark's own check (bench/startup.sh runs it)
 def test_startup_bench_times_both_start_methods_in_fresh_processes(capsys):
     """Two runs per start method, each method in a Python process of its own: spawn's runs use
     engine.start_method = 'spawn' end to end, the fork server's are served by a server of their own."""

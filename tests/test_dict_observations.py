@@ -184,6 +184,7 @@ def test_the_multi_model_is_batch_invariant_in_micro_batches():
             assert torch.equal(alone_head[0], head[i]) and torch.equal(alone_value[0], value[i])
 
 
+@pytest.mark.slow  # a learning run (7 s); Dict observations' bits are checked in the default run
 def test_dict_cartpole_learns(tmp_path):
     summary, _ = _train(tmp_path, "learn", "engine.serial=true", "run.total_frames=30000", "engine.rollout=16",
                         "algo.name='ppo'", "algo.lr=0.001", "run.return_window=20", mode="hts")

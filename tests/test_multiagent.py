@@ -364,6 +364,7 @@ def test_two_player_pong_self_play_is_bit_identical_across_layouts_and_resumes_e
     assert load_checkpoint(tmp_path / "half")["exact"]
 
 
+@pytest.mark.slow  # 7 s of matches; the two-player game's bits stay in the default run
 @pytest.mark.engine
 def test_a_two_player_pong_policy_plays_a_random_paddle_and_the_one_player_game(tmp_path):
     pytest.importorskip("multi_agent_ale_py")

@@ -59,6 +59,7 @@ def test_two_ranks_of_four_envs_learn_what_one_rank_of_eight_learns(tmp_path, co
         assert list((_rank_dir(tmp_path / "ranks", rank) / "checkpoints").glob("*.envs"))  # its own envs' states
 
 
+@pytest.mark.slow  # 12 s; the PPO case keeps torchrun's equivalence in the default run
 def test_async_ranks_all_reduce_per_batch_and_resume_only_with_as_many_ranks(tmp_path):
     run_dir = tmp_path / "run"
     proc = _torchrun(run_dir, "configs/cartpole_impala.toml", *QUICK, "algo.batch_slots=4", "run.total_frames=4000")
