@@ -17,10 +17,14 @@ others), each one JSON line appended to ``DIR/device_check.jsonl`` the moment it
 5. ``learner``: the default job's training step and actor forward on the GPU, eager, compiled and with
    CUDA graphs (``fastrl bench learner --device cuda``);
 6. ``sampling_cnn``: the same scaling with the default job's CNN on the GPU actors (1, 8, 14 executors);
-7. ``sampling_fuller``: random-policy sampling at 14 executors of 8 envs (of 4 above);
-8. ``time_to_score``: the default job, ``engine.device`` left at its default, to a mean score of 18, for
-   whatever time the budget has left (at least ``MIN_TIME_TO_SCORE_S``); its ``metrics.jsonl`` and
-   ``config.toml`` are copied beside the results.
+7. ``sampling_fuller``, ``sampling_fullest``: random-policy sampling at 14 executors of 8 and of 16 envs
+   (of 4 above);
+8. ``time_to_score``: the default job (or ``--time-to-score CONFIG``), ``engine.device`` left at its
+   default, to a mean score of 18, for whatever time the budget has left (at least
+   ``MIN_TIME_TO_SCORE_S``); its ``metrics.jsonl`` and ``config.toml`` are copied beside the results.
+
+``--steps NAME ...`` runs only the named steps of 2-7 (``machine`` and ``time_to_score`` always run): a
+second window skips what the first one measured.
 
 ``--dry-run`` runs every step on the CPU at toy sizes (the tests on the CPU, two executor counts, a
 30-second time-to-score), so the script is proven before any device minute is spent on it.
@@ -77,6 +81,11 @@ def steps(dry_run: bool, python: str = sys.executable) -> list[Step]:
         Step(  # the H200's 14 executors of 4 envs sampled at 46% of the raw emulator: do fuller executors close it?
             "sampling_fuller",
             [*fastrl, "sampling", pong, "--executors", *counts[-1:], "--envs-per-executor", "8", *seconds],
+            60.0,
+        ),
+        Step(
+            "sampling_fullest",
+            [*fastrl, "sampling", pong, "--executors", *counts[-1:], "--envs-per-executor", "16", *seconds],
             60.0,
         ),
     ]
@@ -176,12 +185,14 @@ def _result(step: Step, rc, stdout: str, stderr: str) -> dict:
         return {"tail": (stdout + stderr)[-TAIL_CHARS:]}
 
 
-def time_to_score(check: Check, dry_run: bool, python: str = sys.executable) -> None:
-    """The default job to 18 with what the budget has left; its curve and config copied beside the results."""
+def time_to_score(check: Check, dry_run: bool, config: str | None = None, python: str = sys.executable) -> None:
+    """``config`` (the default job if None) to 18 with what the budget has left; its curve and config copied
+    beside the results."""
     minutes = 0.5 if dry_run else max(MIN_TIME_TO_SCORE_S, check.left() - 45.0) / 60.0
     with tempfile.TemporaryDirectory() as workdir:
         run_dir = Path(workdir) / "default_job"
-        argv = [python, "-m", "fastrl", "bench", "time-to-score", "--target", "18", "--max-minutes", f"{minutes:.2f}"]
+        argv = [python, "-m", "fastrl", "bench", "time-to-score", *([config] if config else [])]
+        argv += ["--target", "18", "--max-minutes", f"{minutes:.2f}"]
         argv += ["--run-dir", str(run_dir), "--set", "run.progress=false"]
         check.run(Step("time_to_score", argv, minutes * 60.0 + 120.0), minutes * 60.0 + 120.0)
         for name, copy_as in (
@@ -192,17 +203,21 @@ def time_to_score(check: Check, dry_run: bool, python: str = sys.executable) -> 
                 shutil.copyfile(run_dir / name, check.out / copy_as)
 
 
-def device_check(out: Path, budget_s: float, dry_run: bool) -> int:
+def device_check(
+    out: Path, budget_s: float, dry_run: bool, only: list[str] | None = None, config: str | None = None
+) -> int:
     check = Check(out, budget_s)
     begun = time.monotonic()
     check.record({"step": "machine", "rc": 0, "seconds": 0.0, "dry_run": dry_run, "result": machine()})
     for step in steps(dry_run):
+        if only is not None and step.name not in only:
+            continue
         spare = check.left() - (30.0 if dry_run else MIN_TIME_TO_SCORE_S + 60.0)  # what time-to-score keeps
         if spare < 10:
             check.record({"step": step.name, "rc": "skipped", "seconds": 0.0, "why": "the budget ran out"})
             continue
         check.run(step, min(step.cap_s, spare))
-    time_to_score(check, dry_run)
+    time_to_score(check, dry_run, config)
     print(f"device-check: done in {time.monotonic() - begun:.0f} s; results in {check.results}", file=sys.stderr)
     return 0
 
@@ -211,10 +226,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "bench-out/device_check"), help="results folder")
     parser.add_argument("--budget-s", type=float, default=540.0, help="seconds for every step together (default 540)")
     parser.add_argument("--dry-run", action="store_true", help="every step on the CPU at toy sizes")
+    parser.add_argument(
+        "--steps", nargs="+", metavar="NAME", help=f"only these steps (of: {', '.join(s.name for s in steps(True))})"
+    )
+    parser.add_argument("--time-to-score", metavar="CONFIG", help="the config timed to 18 (default: the default job)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.budget_s < 60:
         print("fastrl: bad options: --budget-s must be at least 60", file=sys.stderr)
         return 2
-    return device_check(Path(args.out), args.budget_s, args.dry_run)
+    unknown = sorted(set(args.steps or []) - {s.name for s in steps(True)})
+    if unknown:
+        names = ", ".join(s.name for s in steps(True))
+        print(f"fastrl: bad options: --steps {' '.join(unknown)}: not a step (the steps: {names})", file=sys.stderr)
+        return 2
+    if args.time_to_score and not Path(args.time_to_score).is_file():
+        print(f"fastrl: bad options: --time-to-score {args.time_to_score}: no such config file", file=sys.stderr)
+        return 2
+    return device_check(Path(args.out), args.budget_s, args.dry_run, args.steps, args.time_to_score)
