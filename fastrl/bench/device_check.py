@@ -18,7 +18,8 @@ others), each one JSON line appended to ``DIR/device_check.jsonl`` the moment it
    CUDA graphs (``fastrl bench learner --device cuda``);
 6. ``sampling_cnn``: the same scaling with the default job's CNN on the GPU actors (1, 8, 14 executors);
 7. ``sampling_fuller``, ``sampling_fullest``: random-policy sampling at 14 executors of 8 and of 16 envs
-   (of 4 above);
+   (of 4 above); ``sampling_hts``, ``sampling_hts_4_actors``: 14 executors of 8 envs in ``hts``, whose actors
+   answer whatever rows are ready (sync's wait for all their envs every step), with 2 and 4 actor processes;
 8. ``time_to_score``: the default job (or ``--time-to-score CONFIG``), ``engine.device`` left at its
    default, to a mean score of 18, for whatever time the budget has left (at least
    ``MIN_TIME_TO_SCORE_S``); its ``metrics.jsonl`` and ``config.toml`` are copied beside the results.
@@ -61,7 +62,7 @@ def steps(dry_run: bool, python: str = sys.executable) -> list[Step]:
     """The device check's steps after ``machine`` (``time_to_score`` is sized by what is left)."""
     device = "cpu" if dry_run else "cuda"
     fastrl = [python, "-m", "fastrl", "bench"]
-    pong = "configs/pong_sync.toml"
+    pong, hts = "configs/pong_sync.toml", "configs/pong_hts.toml"
     counts = ["1", "2"] if dry_run else ["1", "2", "4", "8", "14"]
     cnn_counts = ["1", "2"] if dry_run else ["1", "8", "14"]  # ~20 s a count on an H200 (its first run: 4 ran out)
     seconds = ["--seconds", "1" if dry_run else "3"]
@@ -87,6 +88,20 @@ def steps(dry_run: bool, python: str = sys.executable) -> list[Step]:
             "sampling_fullest",
             [*fastrl, "sampling", pong, "--executors", *counts[-1:], "--envs-per-executor", "16", *seconds],
             90.0,  # 224 envs: its row came at ~55 s on the H200, but the process outlived a 60-s cap
+        ),
+        # sync's actors wait for every env they serve at each step (PAAC's one forward a step): at 14 executors
+        # the H200's executors waited 44% of the time with 8 or 16 envs each. hts's actors answer whatever is
+        # ready; with 2 and 4 actor processes (does one actor's loop cap the rows?)
+        Step(
+            "sampling_hts",
+            [*fastrl, "sampling", hts, "--executors", *counts[-1:], "--envs-per-executor", "8", *seconds],
+            60.0,
+        ),
+        Step(
+            "sampling_hts_4_actors",
+            [*fastrl, "sampling", hts, "--executors", *counts[-1:], "--envs-per-executor", "8", *seconds,
+             "--set", "engine.actors=4"],
+            60.0,
         ),
     ]
 
