@@ -267,7 +267,7 @@ def test_the_pools_draws_follow_the_seed_and_rating_prefers_the_opponents_it_bea
     def pool(seed, sampling):
         config = Config()
         config.run.seed, config.selfplay = seed, SelfPlayConfig(opponents="pool", sampling=sampling, pool_size=4)
-        spec = SimpleNamespace(config=config, env_unit=2, envs=4000)
+        spec = SimpleNamespace(config=config, env_unit=2, envs=4000, mode=SimpleNamespace(run_ahead=False))
         buffers = SimpleNamespace(pool_params=lambda k: None, opponents=np.zeros((2, 2000), np.int64))
         made = SelfPlayPool(spec, buffers, np.zeros(64))
         made.entries = [Snapshot(v, v, rating) for v, rating in enumerate((1000.0, 1200.0, 1400.0, 1600.0))]
@@ -298,10 +298,67 @@ def test_a_pool_run_is_bit_identical_across_layouts_resumes_exactly_and_logs_rat
     assert lines[-1]["pool_size"] == 3 and lines[-1]["pool_games"] > 0 and lines[-1]["elo"] != 1200.0
 
 
+@pytest.mark.unit
+def test_in_hts_a_new_snapshot_never_overwrites_one_the_rollout_in_flight_plays():
+    """hts draws rollout j+2's opponents at barrier j while rollout j+1 plays its own: the slot a snapshot is
+    written into is never one of the running rollout's, and each rollout's games are rated against the snapshots
+    it was drawn, after they left the pool too."""
+    from types import SimpleNamespace
+
+    from fastrl.config import Config, SelfPlayConfig
+    from csrc_free_kernels.step_end import TERMINATED
+    from fastrl.learning.selfplay import SelfPlayPool, pool_slots
+
+    config = Config()
+    config.selfplay = SelfPlayConfig(opponents="pool", sampling="uniform", pool_size=2, snapshot_every=1)
+    written = []
+
+    class Slot:
+        def __init__(self, k):
+            self.k = k
+
+        def publish(self, model, version):
+            written.append((version, self.k))
+
+    assert pool_slots(config.selfplay, run_ahead=True) == 3 and pool_slots(config.selfplay, run_ahead=False) == 2
+    spec = SimpleNamespace(config=config, env_unit=2, envs=64, mode=SimpleNamespace(run_ahead=True))
+    buffers = SimpleNamespace(pool_params=Slot, opponents=np.zeros((2, 32), np.int64))
+    pool = SelfPlayPool(spec, buffers, np.zeros(64))
+    storage = {"reward": np.zeros((64, 3), np.float32), "done": np.zeros((64, 3), np.uint8)}
+    storage["reward"][:, 0], storage["done"][:, 0] = 1.0, TERMINATED  # each learning seat wins a game a rollout
+    pool.prepare(0, None)
+    pool.prepare(1, None)  # hts's start: rollouts 0 and 1 drawn before either plays
+    for j in range(12):  # barrier j: rollout j is in, rollout j+1 plays, rollout j+2 is drawn
+        pool.observe(storage, j)
+        playing = set(buffers.opponents[(j + 1) % 2].tolist())
+        pool.prepare(j + 2, None)
+        version, slot = written[-1]
+        assert version == j + 2 and slot not in playing
+    assert sorted({slot for _, slot in written}) == [0, 1, 2] and pool.games == 12 * 32
+    assert len(pool.retired) <= 2  # only the snapshots a drawn rollout still names are kept
+
+
 @pytest.mark.engine
-def test_a_pool_needs_sync_and_a_multi_agent_env(tmp_path):
-    with pytest.raises(ConfigError, match=r"selfplay.opponents = 'pool'.*engine.mode = 'sync'"):
-        _c4(tmp_path, "hts", *POOL, "engine.mode='hts'")
+def test_a_pool_in_hts_is_bit_identical_across_layouts_and_resumes_exactly(tmp_path):
+    job = ["run.total_frames=640", "algo.epochs=2", *POOL, "selfplay.snapshot_every=1", "engine.mode='hts'"]
+    _c4(tmp_path, "one", *job, "engine.executors=1", "engine.actors=1", "engine.inline_actors=false")
+    _c4(tmp_path, "two", *job, "engine.executors=2", "engine.actors=2", "engine.inline_actors=false",
+        "engine.step_delay_s=0.0005")
+    half = [*job[1:], "run.total_frames=320", "engine.executors=2"]
+    _c4(tmp_path, "half", *half)
+    fastrl.train(resume=tmp_path / "half", overrides=["run.total_frames=640", "engine.executors=1", "engine.actors=1"])
+    one, two, resumed = (_params(tmp_path / name) for name in ("one", "two", "half"))
+    assert _identical(one, two) and _identical(one, resumed)
+    states = [load_checkpoint(tmp_path / name)["resume"]["selfplay"] for name in ("one", "half")]
+    assert states[0]["entries"] == states[1]["entries"] and states[0]["games"] == states[1]["games"] > 0
+    # pool_size 3 and a spare: the kept snapshots and the spare hold the 4 slots between them
+    assert sorted([slot for _, slot, _ in states[0]["entries"]] + [states[0]["spare"]]) == [0, 1, 2, 3]
+
+
+@pytest.mark.engine
+def test_a_pool_needs_sync_or_hts_and_a_multi_agent_env(tmp_path):
+    with pytest.raises(ConfigError, match=r"selfplay.opponents = 'pool'.*'sync' or 'hts'.*'async'"):
+        _c4(tmp_path, "async", *POOL, "engine.mode='async'", "algo.name='impala'")
     with pytest.raises(ConfigError, match=r"needs a multi-agent env"):
         fastrl.train("configs/cartpole_ppo.toml", [*SMALL, *POOL], run_dir=tmp_path / "cartpole")
 

@@ -339,7 +339,7 @@ class SelfPlayConfig:
         "shared",
         "'shared': every agent is the learning policy and every agent's row learns (parameter sharing); 'pool': "
         "in each env one seat learns (env e's agent e mod k, so every seat in turn) and the other seats are "
-        "played by snapshots of the policy from a pool, drawn at each rollout (sync mode)",
+        "played by snapshots of the policy from a pool, drawn at each rollout (sync and hts, one learner)",
         choices=("shared", "pool"),
     )
     pool_size: int = _f(8, "'pool': snapshots kept (the oldest leaves when a new one comes)", min=1, max=256)

@@ -18,7 +18,11 @@ keeps the pool:
 
 Everything is decided at the barrier from the seed and the storages, never from timing, so a self-play run is
 bit-identical across layouts; the pool's weights, the ratings and the stream are in the checkpoint, so it resumes
-exactly. Only ``sync`` (one learner) takes it: its barrier is the one moment no env is stepping.
+exactly. ``sync`` and ``hts`` (one learner) take it. In ``hts`` the envs run ahead: at barrier j the learner draws
+rollout j+2's opponents while rollout j+1 plays the ones drawn a barrier before, so a snapshot that leaves the pool
+may still be playing. Its slot is not written until that rollout is over: the pool has one slot more than it
+keeps snapshots (a new snapshot takes the spare, the one that left becomes the spare), and a rollout's games are
+rated against the snapshots it was drawn, kept by version until no rollout names them.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from fastrl.spec import RunSpec
 
 SELFPLAY_STREAM = 8  # seeding purpose of the opponents' draws (see fastrl.seeding)
 INITIAL_RATING = 1200.0
+RANDOM_VERSION = -1  # the random player's "version" in the drawn tables (-2: nothing drawn yet)
 RECENT_GAMES = 200  # the score in the metrics: over the learning seat's last games against the pool
 
 
@@ -52,9 +57,10 @@ def expected_score(rating: float, against: float) -> float:
     return 1.0 / (1.0 + 10.0 ** ((against - rating) / 400.0))
 
 
-def pool_slots(options) -> int:
-    """The shared segment's pool slots: ``pool_size`` snapshots, and the random player's where it plays."""
-    return options.pool_size + (options.random_share > 0)
+def pool_slots(options, run_ahead: bool) -> int:
+    """The shared segment's pool slots: ``pool_size`` snapshots, a spare where the envs run ahead (``hts``: a
+    snapshot that left the pool may still be playing), and the random player's where it plays."""
+    return options.pool_size + run_ahead + (options.random_share > 0)
 
 
 class SelfPlayPool:
@@ -62,12 +68,19 @@ class SelfPlayPool:
         self.options = spec.config.selfplay
         self.agents = spec.env_unit
         self.rows = learning_rows(spec.envs, self.agents)
-        self.slots = [buffers.pool_params(k) for k in range(self.options.pool_size)]
+        spare = int(spec.mode.run_ahead)  # hts: a slot that no rollout in flight plays, for the next snapshot
+        self.slots = [buffers.pool_params(k) for k in range(self.options.pool_size + spare)]
+        self.spare = self.options.pool_size if spare else None
         self.table = buffers.opponents
         self.stats = stats
         self.entries: list[Snapshot] = []
+        # each rollout parity's opponents by snapshot version (-1: the random player): its games are rated against
+        # them, also after they left the pool (hts); ``retired``: the ones that left and a rollout still names
+        self.drawn = np.full((2, len(self.rows)), RANDOM_VERSION - 1, np.int64)
+        self.retired: dict[int, Snapshot] = {}
         # the uniformly random player: zero parameters give every action the same logit (every legal one, masked)
-        self.random = Snapshot(-1, self.options.pool_size, INITIAL_RATING) if self.options.random_share else None
+        slot = len(self.slots)
+        self.random = Snapshot(RANDOM_VERSION, slot, INITIAL_RATING) if self.options.random_share else None
         if self.random is not None:
             random_slot = buffers.pool_params(self.random.slot)
             random_slot.write_flat(torch.zeros_like(random_slot.flat), 0)
@@ -87,10 +100,15 @@ class SelfPlayPool:
             return
         if version % self.options.snapshot_every == 0 or not self.entries:
             self._snapshot(version, model)
-        slots = np.array([self.entries[i].slot for i in self._draw()])
+        drawn = [self.entries[i] for i in self._draw()]
+        slots = np.array([entry.slot for entry in drawn])
+        versions = np.array([entry.version for entry in drawn])
         if self.random is not None:  # drawn after the snapshots: a run without it draws as before
-            slots[self.rng.random(len(slots)) < self.options.random_share] = self.random.slot
+            random = self.rng.random(len(slots)) < self.options.random_share
+            slots[random], versions[random] = self.random.slot, self.random.version
         self.table[version % 2] = slots
+        self.drawn[version % 2] = versions
+        self._forget_retired()
         self.prepared = version
         self.stats[Stat.POOL_SIZE] = len(self.entries)
 
@@ -99,13 +117,13 @@ class SelfPlayPool:
         steps = storage["reward"].shape[1] - 1
         rewards = storage["reward"][self.rows, :steps]
         ends = storage["done"][self.rows, :steps] != CONTINUES
-        by_slot = {entry.slot: entry for entry in (*self.entries, *([self.random] if self.random else []))}
-        opponents = self.table[rollout % 2]
+        by_version = self._by_version()
+        opponents = self.drawn[rollout % 2]
         for g in range(len(self.rows)):
             for t in range(steps):
                 self.returns[g] += rewards[g, t]
                 if ends[g, t]:
-                    self._rate(by_slot[int(opponents[g])], float(np.sign(self.returns[g]) + 1) / 2)
+                    self._rate(by_version[int(opponents[g])], float(np.sign(self.returns[g]) + 1) / 2)
                     self.returns[g] = 0.0
         self.stats[Stat.ELO] = self.rating
         self.stats[Stat.POOL_SCORE] = float(np.mean(self.recent)) if self.recent else float("nan")
@@ -113,12 +131,25 @@ class SelfPlayPool:
         self.stats[Stat.RANDOM_SCORE] = float(np.mean(self.against_random)) if self.against_random else float("nan")
 
     def _snapshot(self, version: int, model: torch.nn.Module) -> None:
-        if len(self.entries) < len(self.slots):
+        if len(self.entries) < self.options.pool_size:
             slot = len(self.entries)
         else:
-            slot = self.entries.pop(0).slot  # the oldest leaves; no rollout is acting with it (sync's barrier)
+            oldest = self.entries.pop(0)  # leaves the pool
+            self.retired[oldest.version] = oldest  # rated still, for a rollout drawn with it
+            if self.spare is None:  # sync's barrier: no rollout is acting with it
+                slot = oldest.slot
+            else:  # hts: rollout j+1 may be; the spare is no rollout's, and the oldest's slot is the next spare
+                slot, self.spare = self.spare, oldest.slot
         self.slots[slot].publish(model, version)
         self.entries.append(Snapshot(version, slot, self.rating))
+
+    def _by_version(self) -> dict[int, Snapshot]:
+        known = {entry.version: entry for entry in (*self.entries, *([self.random] if self.random else []))}
+        return {**self.retired, **known}
+
+    def _forget_retired(self) -> None:
+        named = set(self.drawn.ravel().tolist())
+        self.retired = {v: entry for v, entry in self.retired.items() if v in named}
 
     def _draw(self) -> np.ndarray:
         """Each env's snapshot (an index into the pool's entries) for the next rollout."""
@@ -154,6 +185,9 @@ class SelfPlayPool:
             "games": self.games,
             "random": None if self.random is None else (self.random.rating, list(self.against_random)),
             "table": torch.from_numpy(self.table.copy()),
+            "drawn": torch.from_numpy(self.drawn.copy()),
+            "retired": [(e.version, e.slot, e.rating) for e in self.retired.values()],
+            "spare": self.spare,
             "prepared": self.prepared,
         }
 
@@ -171,6 +205,14 @@ class SelfPlayPool:
             self.random.rating = float(rating)
             self.against_random.extend(scores)
         self.table[:] = state["table"].numpy()
+        self.retired = {int(v): Snapshot(int(v), int(s), float(r)) for v, s, r in state.get("retired", [])}
+        if state.get("spare") is not None:
+            self.spare = int(state["spare"])
+        if "drawn" in state:
+            self.drawn[:] = state["drawn"].numpy()
+        else:  # a checkpoint from before ``drawn`` (sync only): each slot's entry is the one it was drawn
+            version_of = {e.slot: e.version for e in (*self.entries, *([self.random] if self.random else []))}
+            self.drawn[:] = np.vectorize(lambda slot: version_of.get(int(slot), RANDOM_VERSION - 1))(self.table)
         self.prepared = int(state["prepared"])
         self.stats[Stat.POOL_SIZE] = len(self.entries)
         self.stats[Stat.ELO] = self.rating

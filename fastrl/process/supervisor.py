@@ -119,11 +119,11 @@ def check_agents(config, info) -> None:
             f"engine.envs = {engine.envs} counts agent rows: env {config.env.id!r} has {agents} agents, so it must be "
             f"a multiple of {agents} (under torchrun, each rank's share)"
         )
-    if config.selfplay.opponents == "pool" and (engine.mode != "sync" or engine.learners > 1):
+    if config.selfplay.opponents == "pool" and (engine.mode not in ("sync", "hts") or engine.learners > 1):
         raise ConfigError(
-            f"selfplay.opponents = 'pool' swaps each env's opponent at the barrier between rollouts, where no env "
-            f"is stepping: engine.mode = 'sync' with one learner (got engine.mode = {engine.mode!r}, "
-            f"engine.learners = {engine.learners})"
+            f"selfplay.opponents = 'pool' draws each env's opponent for a rollout at a barrier, as the rollout's "
+            f"weights are published: engine.mode = 'sync' or 'hts' with one learner (got engine.mode = "
+            f"{engine.mode!r}, engine.learners = {engine.learners})"
         )
     if config.algo.name not in (*MULTI_AGENT_ALGOS, "none"):  # "none": sampling only (fastrl bench two-player)
         raise ConfigError(
@@ -202,7 +202,11 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
     )
     ids = _worker_ids(config)
     named = policy_map(config, info.agent_names)  # the other named policies' parameters share the pool segment
-    pool = pool_slots(config.selfplay) if config.selfplay.opponents == "pool" else named.slots if named else 0
+    pool = (
+        pool_slots(config.selfplay, mode.run_ahead)
+        if config.selfplay.opponents == "pool"
+        else named.slots if named else 0
+    )
     plan = BufferPlan(
         shape,
         n_params,
