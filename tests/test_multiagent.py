@@ -305,8 +305,8 @@ def test_in_hts_a_new_snapshot_never_overwrites_one_the_rollout_in_flight_plays(
     it was drawn, after they left the pool too."""
     from types import SimpleNamespace
 
-    from fastrl.config import Config, SelfPlayConfig
     from csrc_free_kernels.step_end import TERMINATED
+    from fastrl.config import Config, SelfPlayConfig
     from fastrl.learning.selfplay import SelfPlayPool, pool_slots
 
     config = Config()

@@ -99,8 +99,18 @@ def steps(dry_run: bool, python: str = sys.executable) -> list[Step]:
         ),
         Step(
             "sampling_hts_4_actors",
-            [*fastrl, "sampling", hts, "--executors", *counts[-1:], "--envs-per-executor", "8", *seconds,
-             "--set", "engine.actors=4"],
+            [
+                *fastrl,
+                "sampling",
+                hts,
+                "--executors",
+                *counts[-1:],
+                "--envs-per-executor",
+                "8",
+                *seconds,
+                "--set",
+                "engine.actors=4",
+            ],
             60.0,
         ),
     ]

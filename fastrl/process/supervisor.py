@@ -205,7 +205,9 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
     pool = (
         pool_slots(config.selfplay, mode.run_ahead)
         if config.selfplay.opponents == "pool"
-        else named.slots if named else 0
+        else named.slots
+        if named
+        else 0
     )
     plan = BufferPlan(
         shape,
