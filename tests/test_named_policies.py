@@ -58,7 +58,8 @@ def test_the_runs_policy_is_the_first_learning_one_in_the_envs_agent_order():
 def test_each_policy_learns_from_its_own_agents_rows_alone():
     """Three agents, two learning policies: the other policy's rule sees rows 1, 4 (agent_1 of two envs), the run's
     policy every other row; each policy is published into its own slot."""
-    config = load_config(None, ["multiagent.policies={agent_0='x', agent_1='y', agent_2='x'}"])
+    config_overrides = ["multiagent.policies={agent_0='x', agent_1='y', agent_2='x'}"]
+    config = load_config(None, config_overrides)
     named = policy_map(config, ("agent_0", "agent_1", "agent_2"))
     seen, published = [], {}
 
@@ -90,19 +91,30 @@ def test_each_policy_learns_from_its_own_agents_rows_alone():
     policies = NamedPolicies(config, 6, named, buffers, None, lambda stats, rows: (model, Rule(), None, Step()))
     storage = {"row": np.repeat(np.arange(6)[:, None], 3, axis=1)}
     policies.learn(storage, 0, SimpleNamespace(of=lambda arrays: arrays), 0.01, 0.1)
+    policies.advance()
     assert seen == [[1, 4]]
     assert policies.run_policy_rows(storage)["row"][:, 0].tolist() == [0, 2, 3, 5]
     policies.publish(7)
     assert published == {0: (model, 7)}
+    # hts: rollout j+1 plays while the learner publishes for j+2, so each other policy has a slot per parity
+    in_hts = policy_map(load_config(None, [*config_overrides, "engine.mode='hts'"]), ("agent_0", "agent_1", "agent_2"))
+    assert in_hts.slots == 2 and in_hts.row_slots(3, version=7).tolist() == [-1, 1, -1]
+    published.clear()
+    policies = NamedPolicies(config, 6, in_hts, buffers, None, lambda stats, rows: (model, Rule(), None, Step()))
+    policies.publish(7)
+    policies.publish(8)
+    assert published == {1: (model, 7), 0: (model, 8)}
 
 
 @pytest.mark.engine
-def test_two_learning_policies_are_bit_identical_across_layouts_resume_exactly_and_each_learns(tmp_path, capsys):
-    job = ["run.total_frames=512", TWO_ROLES]
+@pytest.mark.parametrize("mode", ["sync", "hts"])
+def test_two_learning_policies_are_bit_identical_across_layouts_resume_exactly_and_each_learns(tmp_path, capsys,
+                                                                                                mode):
+    job = ["run.total_frames=512", TWO_ROLES, f"engine.mode='{mode}'"]
     _c4(tmp_path, "one", *job, "engine.executors=1", "engine.actors=1", "engine.inline_actors=false")
     _c4(tmp_path, "two", *job, "engine.executors=2", "engine.actors=2", "engine.inline_actors=false",
         "engine.step_delay_s=0.0005")
-    _c4(tmp_path, "half", "run.total_frames=256", TWO_ROLES, "engine.executors=2")
+    _c4(tmp_path, "half", "run.total_frames=256", TWO_ROLES, f"engine.mode='{mode}'", "engine.executors=2")
     fastrl.train(resume=tmp_path / "half", overrides=["run.total_frames=512", "engine.executors=1", "engine.actors=1"])
     one, two, half = (load_checkpoint(tmp_path / name) for name in ("one", "two", "half"))
     assert _identical(one["model"], two["model"]) and _identical(one["model"], half["model"])
@@ -153,7 +165,8 @@ def test_a_frozen_policy_plays_its_checkpoint_and_never_learns(tmp_path):
     ([TWO_ROLES, "multiagent.frozen={third='x'}"], r"multiagent.frozen names \['third'\], which no agent plays"),
     ([TWO_ROLES, "multiagent.frozen={first='x', second='y'}"], r"freezes every policy.*nothing would learn"),
     ([TWO_ROLES, "selfplay.opponents='pool'"], r"selfplay.opponents = 'pool' draws them"),
-    ([TWO_ROLES, "engine.mode='hts'"], r"multiagent.policies.*sync.*engine.mode = 'hts'"),
+    ([TWO_ROLES, "engine.mode='async'", "algo.name='impala'"],
+     r"multiagent.policies.*'sync' or 'hts'.*engine.mode = 'async'"),
     ([TWO_ROLES, "multiagent.frozen={second='no/such/run'}"], r"multiagent.frozen.second = 'no/such/run'.*nothing"),
     (["multiagent.frozen={second='x'}"], r"multiagent.policies is empty"),
 ])

@@ -370,8 +370,8 @@ class MultiAgentConfig:
         {},
         "agent -> policy name, for every agent of the env ({}: one policy shared by every agent). Each named "
         "policy has its own parameters, optimizer and statistics, learned from its agents' rows alone (sync "
-        "mode); the first learning policy in the env's agent order is the run's own (its checkpoint's 'model', "
-        "what eval and export play)",
+        "and hts, one learner); the first learning policy in the env's agent order is the run's own (its "
+        "checkpoint's 'model', what eval and export play)",
     )
     frozen: dict = _f(
         {},

@@ -322,6 +322,8 @@ class Learner:
             self.version += 1
         else:
             self.apply(update)
+        if self.policies is not None:  # multiagent.policies: the others move on with θ
+            self.policies.advance()
 
     def apply(self, update: Update) -> None:
         """One counted update: ``update``'s gradients stepped into θ, or its trained parameters loaded."""

@@ -14,9 +14,12 @@ parameters (``fastrl.sampling.actor``):
   never change; its rows are marked ``OPPONENT``, so no loss reads them. The checkpoints keep its parameters: a
   resumed run plays the same ones whatever happened to the file.
 
-A policy's slot is rewritten at the barrier, where no env steps: ``sync`` with one learner (checked before the
-run starts). Every decision is a function of the config and the env's agents, so the run stays bit-identical
-across layouts.
+A policy's slot is rewritten at the barrier. In ``sync`` no env steps there; in ``hts`` the envs run ahead
+(rollout j+1 plays while the learner publishes for rollout j+2), so there every other policy has two slots, one
+per rollout parity as the run's weights have, and an other policy moves on with the run's (its update applied in
+the learner's ``advance``, its delayed gradient or lagged trainee kept by its rule as the run's is). One learner
+(checked before the run starts). Every decision is a function of the config and the env's agents, so the run
+stays bit-identical across layouts.
 """
 
 from __future__ import annotations
@@ -45,19 +48,25 @@ class PolicyMap:
     names: tuple[str, ...]
     of_agent: tuple[int, ...]  # each agent's policy, an index into ``names``, in the env's agent order
     frozen: tuple[bool, ...]  # per policy
+    copies: int = 1  # pool slots per other policy: 2 where the envs run ahead (hts), one per rollout parity
 
     @property
     def slots(self) -> int:
-        """Pool slots the other policies take (policy p > 0 is slot p - 1)."""
-        return len(self.names) - 1
+        """Pool slots the other policies take (policy p > 0: slots (p - 1) * copies onwards)."""
+        return (len(self.names) - 1) * self.copies
+
+    def slot_of(self, policy: int, version: int) -> int:
+        """Where policy ``policy`` > 0 is published for the rollout that acts with version ``version``."""
+        return (policy - 1) * self.copies + version % self.copies
 
     def row_policy(self, envs: int) -> np.ndarray:
         """Each of the ``envs`` rows' policy."""
         return np.tile(np.asarray(self.of_agent, np.int64), envs // len(self.of_agent))
 
-    def row_slots(self, envs: int) -> np.ndarray:
-        """Each row's pool slot; -1: the run's own weights."""
-        return self.row_policy(envs) - 1
+    def row_slots(self, envs: int, version: int = 0) -> np.ndarray:
+        """Each row's pool slot in the rollout of version ``version``; -1: the run's own weights."""
+        policy = self.row_policy(envs)
+        return np.where(policy == RUNS_POLICY, -1, (policy - 1) * self.copies + version % self.copies)
 
     def rows_of(self, policy: int, envs: int) -> np.ndarray:
         return np.flatnonzero(self.row_policy(envs) == policy)
@@ -79,8 +88,9 @@ def policy_map(config: Config, agent_names: Sequence[str]) -> PolicyMap | None:
     learning = [name for name in in_order if name not in frozen]
     first = learning[0]
     names = [first] + [name for name in dict.fromkeys(in_order) if name != first]
+    copies = 2 if config.engine.mode == "hts" else 1
     return PolicyMap(
-        tuple(names), tuple(names.index(name) for name in in_order), tuple(name in frozen for name in names)
+        tuple(names), tuple(names.index(name) for name in in_order), tuple(name in frozen for name in names), copies
     )
 
 
@@ -133,10 +143,11 @@ def check_policies(
             "multiagent.policies fixes which policy plays each agent; selfplay.opponents = 'pool' draws them: "
             "use one or the other"
         )
-    if engine.mode != "sync" or engine.learners > 1:
+    if engine.mode not in ("sync", "hts") or engine.learners > 1:
         raise ConfigError(
-            "multiagent.policies: a named policy's parameters are published where no env steps, at sync's "
-            f"barrier with one learner (got engine.mode = {engine.mode!r}, engine.learners = {engine.learners})"
+            "multiagent.policies: a named policy's parameters are published for a rollout at the barrier of one "
+            f"learner: engine.mode = 'sync' or 'hts' with one learner (got engine.mode = {engine.mode!r}, "
+            f"engine.learners = {engine.learners})"
         )
     for name in frozen if not resuming else ():
         frozen_parameters(config, name, model)  # found, readable and fitting the run's model, or refused
@@ -179,7 +190,7 @@ class PolicyLearner:
     """A learning policy other than the run's: the learner's model, optimizer and rule for it, its rows."""
 
     name: str
-    slot: int
+    policy: int  # its index in ``PolicyMap.names``
     rows: np.ndarray
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
@@ -208,28 +219,33 @@ class NamedPolicies:
         self.run_rows = policies.rows_of(RUNS_POLICY, envs)
         self.slots = [buffers.pool_params(k) for k in range(policies.slots)]
         self.learners: list[PolicyLearner] = []
-        self.frozen: dict[int, torch.Tensor] = {}  # slot -> parameters
+        self.frozen: dict[int, torch.Tensor] = {}  # policy (index into names) -> parameters
         self.frozen_published = False
         for p, name in enumerate(policies.names[1:], start=1):
             if policies.frozen[p]:  # a resumed run's come from its checkpoint (``load``): the file may be gone
-                self.frozen[p - 1] = torch.empty(0) if resuming else frozen_parameters(config, name, run_model)
+                self.frozen[p] = torch.empty(0) if resuming else frozen_parameters(config, name, run_model)
                 continue
             stats = np.zeros_like(buffers.control.learner_stats[0])  # its own: the metrics show the run's policy
             rows = policies.rows_of(p, envs)
             model, rule, optimizer, step = trainer(stats, len(rows))
-            self.learners.append(PolicyLearner(name, p - 1, rows, model, optimizer, rule, step, stats))
+            self.learners.append(PolicyLearner(name, p, rows, model, optimizer, rule, step, stats))
 
     def run_policy_rows(self, storage: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The run's policy's rows of an update's storage."""
         return {name: field[self.run_rows] for name, field in storage.items()}
 
     def learn(self, storage: dict[str, np.ndarray], rollout: int, uploads, entropy_coef: float, clip: float) -> None:
-        """Each other learning policy's update on its own rows (sync: its parameters move at once)."""
+        """Each other learning policy's update on its own rows, kept by its rule until ``advance``."""
         for policy in self.learners:
             rows = {name: field[policy.rows] for name, field in storage.items()}
             policy.rule.entropy_coef, policy.rule.clip = entropy_coef, clip
             with policy.step.update(policy.rule.trained, rollout):
                 policy.rule.learn(uploads.of(rows), rollout)
+
+    def advance(self) -> None:
+        """Each other learning policy moves on by its pending update when the run's policy does (sync: the one it
+        just learned; hts: its rule's delayed gradient or trainee), so a checkpoint finds every policy at one step."""
+        for policy in self.learners:
             update = policy.rule.advance()
             if update is not None and update.grads is not None:
                 policy.step(policy.model, update.grads)
@@ -237,13 +253,14 @@ class NamedPolicies:
                 policy.model.load_state_dict(update.params)
 
     def publish(self, version: int) -> None:
-        """Every other learning policy into its slot, stamped with the version the run's policy publishes; the
-        frozen ones once."""
+        """Every other learning policy into its slot for the rollout of ``version``, stamped with that version; the
+        frozen ones once, into each of their slots."""
         for policy in self.learners:
-            self.slots[policy.slot].publish(policy.model, version)
+            self.slots[self.policies.slot_of(policy.policy, version)].publish(policy.model, version)
         if not self.frozen_published:
-            for slot, flat in self.frozen.items():
-                self.slots[slot].write_flat(flat, 0)
+            for p, flat in self.frozen.items():
+                for copy_ in range(self.policies.copies):
+                    self.slots[self.policies.slot_of(p, copy_)].write_flat(flat, 0)
             self.frozen_published = True
 
     def state(self) -> dict:
@@ -252,7 +269,7 @@ class NamedPolicies:
                 p.name: {"model": p.model.state_dict(), "optimizer": p.optimizer.state_dict(), **p.rule.state()}
                 for p in self.learners
             },
-            "frozen": {self.policies.names[slot + 1]: flat.clone() for slot, flat in self.frozen.items()},
+            "frozen": {self.policies.names[p]: flat.clone() for p, flat in self.frozen.items()},
         }
 
     def load(self, state: dict) -> None:
@@ -262,5 +279,5 @@ class NamedPolicies:
             policy.model.load_state_dict(kept["model"])
             policy.optimizer.load_state_dict(kept["optimizer"])
             policy.rule.load(kept)
-        for slot in self.frozen:
-            self.frozen[slot] = state["frozen"][self.policies.names[slot + 1]]
+        for p in self.frozen:
+            self.frozen[p] = state["frozen"][self.policies.names[p]]

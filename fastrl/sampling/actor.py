@@ -87,7 +87,8 @@ class Actor:
         self.live = rows.get("live")
         self.agents = spec.env_unit
         named = policy_map(spec.config, spec.env_info.agent_names)
-        self.row_slots = None if named is None else named.row_slots(spec.envs)
+        # each row's slot, per rollout parity (hts publishes a learning named policy for each)
+        self.row_slots = None if named is None else [named.row_slots(spec.envs, parity) for parity in (0, 1)]
         self.opponents = buffers.opponents if self.pool and named is None else None
         self.pool_params = [buffers.pool_params(k) for k in range(buffers.plan.pool)]
         self.pool_models: dict[int, torch.nn.Module] = {}
@@ -242,7 +243,7 @@ class Actor:
     def _slots_of(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
         """Each row's pool slot; -1: the learner's weights."""
         if self.row_slots is not None:
-            return self.row_slots[envs]
+            return self.row_slots[version % 2][envs]
         assert self.live is not None and self.opponents is not None, "a pool needs multi-agent envs"
         played = self.live[rows] == OPPONENT
         slots = np.full(len(rows), -1, np.int64)
