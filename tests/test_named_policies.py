@@ -106,6 +106,30 @@ def test_each_policy_learns_from_its_own_agents_rows_alone():
     assert published == {1: (model, 7), 0: (model, 8)}
 
 
+@pytest.mark.unit
+def test_named_policies_are_rated_against_each_other_from_their_games_alone():
+    """Elo between named policies: each game's agents of different policies are a rated pair once all of its agents
+    have reported; agents of one policy are not rated against each other."""
+    from fastrl.telemetry.policy_ratings import PolicyRatings
+
+    # three agents: x, y, x (as multiagent.policies={agent_0='x', agent_1='y', agent_2='x'}), two games
+    ratings = PolicyRatings(["x", "y", "x"] * 2, agents=3, elo_k=16.0)
+    ratings.add(0, 1.0)
+    ratings.add(1, -1.0)
+    assert ratings.games == 0 and ratings.ratings == {"x": 1200.0, "y": 1200.0}  # game 0 not complete yet
+    ratings.add(2, 0.0)  # x beat y twice in game 0 (returns 1 and 0 against -1)
+    assert ratings.games == 1 and ratings.ratings["x"] > 1200.0 > ratings.ratings["y"]
+    assert ratings.ratings["x"] + ratings.ratings["y"] == pytest.approx(2400.0)  # zero-sum
+    before = dict(ratings.ratings)
+    for row, ret in ((3, 0.0), (4, 0.0), (5, 0.0)):  # game 1: a draw all round moves the favourite down
+        ratings.add(row, ret)
+    assert ratings.games == 2 and ratings.ratings["x"] < before["x"]
+    same = PolicyRatings(["a", "a"], agents=2, elo_k=16.0)
+    same.add(0, 1.0)
+    same.add(1, -1.0)
+    assert same.games == 0 and same.ratings == {"a": 1200.0}
+
+
 @pytest.mark.engine
 @pytest.mark.parametrize("mode", ["sync", "hts"])
 def test_two_learning_policies_are_bit_identical_across_layouts_resume_exactly_and_each_learns(tmp_path, capsys,
@@ -124,6 +148,9 @@ def test_two_learning_policies_are_bit_identical_across_layouts_resume_exactly_a
     assert one["resume"]["policies"]["learning"]["second"]["optimizer"]["state"]  # it took optimizer steps
     lines = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
     assert set(lines[-1]["policy_returns"]) == {"first", "second"}
+    elo = lines[-1]["policy_elo"]
+    assert set(elo) == {"first", "second"} and lines[-1]["policy_games"] > 0 and elo["first"] != 1200.0
+    assert sum(elo.values()) == pytest.approx(2400.0, abs=0.02)
     # eval plays either policy; the run's own is the first agent's
     assert main(["eval", str(tmp_path / "one"), "--params", "policy-second", "--opponent", "random",
                  "--episodes", "4"]) == 0

@@ -111,6 +111,15 @@ def test_self_play_runs_get_a_panel_of_their_elo_rating(tmp_path):
     np.testing.assert_array_equal(ratings[0].get_ydata(), [1200.0, 1234.5])
 
 
+def test_named_policies_ratings_get_a_curve_each_in_the_elo_panel(tmp_path):
+    _write(tmp_path / "named", [_line(1.0, 100, 0.0, policy_elo={"first": 1200.0, "second": 1200.0}),
+                                _line(2.0, 200, 0.0, policy_elo={"first": 1210.0, "second": 1190.0})])
+    figure = plot_runs([tmp_path / "named"])
+    assert len(figure.axes) == 4 and figure.axes[3].get_title(loc="left").startswith("Elo")
+    curves = {line.get_label(): line.get_ydata().tolist() for line in figure.axes[3].get_lines()}
+    assert curves == {"named first": [1200.0, 1210.0], "named second": [1200.0, 1190.0]}
+
+
 def test_bad_input_is_refused_with_the_reason(tmp_path, two_runs, capsys):
     with pytest.raises(ConfigError, match="no metrics.jsonl"):
         plot_runs(tmp_path)

@@ -28,6 +28,7 @@ from fastrl.partition import owner_of
 from fastrl.runs.run_dir import RunDir
 from fastrl.spec import WorkerIds
 from fastrl.telemetry.memory import ProcessMemory
+from fastrl.telemetry.policy_ratings import PolicyRatings
 from fastrl.telemetry.progress import ProgressLine, ProgressState
 from fastrl.telemetry.sinks import open_sinks
 
@@ -64,6 +65,10 @@ class Telemetry:
         self.policy_returns: dict[str, deque[float]] = {
             name: deque(maxlen=config.run.return_window) for name in dict.fromkeys(named)
         }
+        # and their Elo ratings from the games they play against each other
+        self.policy_ratings = (
+            PolicyRatings(self.policy_of_env, len(named), config.selfplay.elo_k) if self.policy_of_env else None
+        )
         self.episodes = 0
         self.created = self.started = time.monotonic()
         self.finished_at: float | None = None
@@ -101,6 +106,8 @@ class Telemetry:
                 self.learner_returns[self.learner_of[env]].append(ret)
                 if self.policy_of_env is not None:
                     self.policy_returns[self.policy_of_env[env]].append(ret)
+                if self.policy_ratings is not None:
+                    self.policy_ratings.add(env, ret)
             self.episodes += 1
 
     @property
@@ -189,6 +196,9 @@ class Telemetry:
                 name: _finite_or_none(float(np.mean(returns))) if returns else None
                 for name, returns in self.policy_returns.items()
             }
+        if self.policy_ratings is not None:
+            line["policy_elo"] = {name: round(r, 2) for name, r in self.policy_ratings.ratings.items()}
+            line["policy_games"] = self.policy_ratings.games
         if self.gala:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
             line.update(self._learner_lines(now - self.last_log))

@@ -62,6 +62,13 @@ class RunCurves:
         ]
         return self.column(key, rows)
 
+    def policy_names(self) -> list[str]:
+        """The named policies rated against each other (``policy_elo``), in their first line's order."""
+        return list(dict.fromkeys(name for line in self.lines for name in line.get("policy_elo", {})))
+
+    def policy_elo(self, name: str) -> np.ndarray:
+        return self.column(name, [line.get("policy_elo", {}) for line in self.lines])
+
 
 def load_run(path: str | Path) -> RunCurves:
     """A run directory's curves; ``ConfigError`` if it holds no metrics."""
@@ -118,7 +125,8 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
     _check_x(x)
     Figure = _import_figure()
     gala = [run for run in runs if run.learners()]
-    rated = [run for run in runs if any("elo" in line for line in run.lines)]  # self-play against a pool
+    # self-play against a pool ("elo"), or named policies rated against each other ("policy_elo")
+    rated = [run for run in runs if any("elo" in line or "policy_elo" in line for line in run.lines)]
     panels = 3 + bool(gala) + bool(rated)
     figure = Figure(figsize=(9, 2.8 * panels), layout="constrained")
     axes = figure.subplots(panels, 1, sharex=True)
@@ -142,11 +150,14 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
                     label=f"{run.name} learner {learner}",
                 )
         if elo is not None and run in rated:
-            elo.plot(xs, run.column("elo"), style, label=run.name)
+            if any("elo" in line for line in run.lines):
+                elo.plot(xs, run.column("elo"), style, label=run.name)
+            for name in run.policy_names():
+                elo.plot(xs, run.policy_elo(name), style, label=f"{run.name} {name}")
     titles = (
         ["mean return", "frames per second", "share of the workers' time"]
         + (["return per learner"] if gala else [])
-        + (["Elo rating against the self-play pool"] if rated else [])
+        + (["Elo rating (against the self-play pool, or between named policies)"] if rated else [])
     )
     for ax, title in zip(axes, titles):
         ax.set_title(title, loc="left", fontsize=10)
