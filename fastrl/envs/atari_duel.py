@@ -41,20 +41,41 @@ def is_atari_duel(env_id: str) -> bool:
 
 
 class _Screens:
-    """``multi_agent_ale_py``'s ALE as ``StepScreens`` reads ale-py's: its ``getScreenDims`` is (width, height)."""
+    """``multi_agent_ale_py``'s ALE as ``StepScreens`` reads ale-py's: its ``getScreenDims`` is (width, height).
+    Its ``getScreen`` converts the array to ctypes at every call (a third of a step's screen reading, measured); the
+    few arrays ``StepScreens`` fills are converted once here and their pointers kept."""
 
     def __init__(self, ale):
         self._ale = ale
+        self._pointers: dict[int, tuple[np.ndarray, object]] = {}  # id(array) -> (the array, kept alive; its view)
+        try:
+            from multi_agent_ale_py.ale_python_interface import ale_lib
+
+            self._lib = ale_lib
+        except ImportError:  # another release's internals: its own calls
+            self._lib = None
 
     def getScreenDims(self) -> tuple[int, int]:  # noqa: N802 - ALE's name
         width, height = self._ale.getScreenDims()
         return height, width
 
     def getScreen(self, out: np.ndarray) -> None:  # noqa: N802
-        self._ale.getScreen(out)
+        if self._lib is None:
+            self._ale.getScreen(out)
+        else:
+            self._lib.getScreen(self._ale.obj, self._pointer(out))
 
     def getScreenGrayscale(self, out: np.ndarray) -> None:  # noqa: N802
-        self._ale.getScreenGrayscale(out)
+        if self._lib is None:
+            self._ale.getScreenGrayscale(out)
+        else:
+            self._lib.getScreenGrayscale(self._ale.obj, self._pointer(out))
+
+    def _pointer(self, out: np.ndarray):
+        kept = self._pointers.get(id(out))
+        if kept is None or kept[0] is not out:
+            kept = self._pointers[id(out)] = (out, np.ctypeslib.as_ctypes(out))
+        return kept[1]
 
 
 def _check_protocol(env_id: str, config: AtariConfig) -> None:
@@ -142,6 +163,7 @@ class AtariDuel:
         self._stack = self.step_obs[0]  # the first player's view, pushed in place; the others' derive from it
         self.rewards = np.zeros(self.size)  # clipped to their sign where env.atari.clip_rewards
         self.raw_rewards = np.zeros(self.size)
+        self._step_raw = np.zeros(self.size, np.intc)  # a step's summed frame rewards (ALE's are ints)
         self.ends = np.zeros(self.size, np.int64)
         self.live = np.full(self.size, ACTING, np.int64)
         self.over = False
@@ -186,8 +208,9 @@ class AtariDuel:
     def step(self, actions: list) -> None:
         ale, screens, skip = self.ale, self._screens, self.config.frame_skip
         act = self._act
-        act.actions[:] = self._actions[np.asarray(actions, np.int64)]
-        raw = np.zeros(self.size)
+        act.actions[:] = self._actions[actions]
+        raw = self._step_raw
+        raw[:] = 0
         over = False
         for i in range(skip):
             raw += act()
@@ -205,7 +228,10 @@ class AtariDuel:
         self._views()
         truncated = not over and self._frames >= self.config.max_episode_frames
         self.raw_rewards[:] = raw
-        self.rewards[:] = np.sign(raw) if self.config.clip_rewards else raw
+        if self.config.clip_rewards:
+            np.sign(raw, out=self.rewards, casting="unsafe")
+        else:
+            self.rewards[:] = raw
         self.ends[:] = TERMINATED if over else TRUNCATED if truncated else CONTINUES
         self.over = over or truncated
         if self.over:
