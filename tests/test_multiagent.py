@@ -439,10 +439,13 @@ def test_a_two_player_pong_policy_plays_a_random_paddle_and_the_one_player_game(
 @pytest.mark.engine
 def test_the_two_player_bench_counts_each_emulator_frame_once(capsys):
     pytest.importorskip("multi_agent_ale_py")
-    assert main(["bench", "two-player", "--seconds", "2", "--rounds", "1", "--games", "1"]) == 0
+    assert main(["bench", "two-player", "--seconds", "2", "--rounds", "1", "--games", "1", "--bare"]) == 0
     result = json.loads(capsys.readouterr().out)
     (measured,) = result["rounds"]
-    two, one = measured["two_player"], measured["one_player"]
+    two, one, bare = measured["two_player"], measured["one_player"], measured["bare"]
+    # the emulators alone: both step frames, and the bare ratio is theirs
+    assert bare["two_player_fps"] > 0 and bare["one_player_fps"] > 0
+    assert result["bare_ratio"] == pytest.approx(bare["two_player_fps"] / bare["one_player_fps"], abs=1e-3)
     assert result["players"] == 2 and two["envs"] == 2 and one["envs"] == 1
     assert two["emulator_frames_per_s"] == pytest.approx(two["frames_per_s"] / 2, abs=0.1)
     assert result["ratio"] == pytest.approx(two["emulator_frames_per_s"] / one["frames_per_s"], abs=1e-3)

@@ -7,15 +7,23 @@ the one-player config (default ``pong_sync``: PongNoFrameskip-v4) with as many e
 so its frames are counted once (``emulator_frames_per_s``: the engine's row-frames divided by the players);
 ``ratio`` is the median over rounds of the two-player game's emulator frames/s over the one-player game's
 frames/s, and ``row_ratio`` the same for rows (the experience the learners get, twice per frame here).
+
+``--bare`` also steps the two emulators alone in each round, one process each, random actions, ``FRAME_SKIP``
+frames and a gray screen a step as ``fastrl bench references`` does (multi-agent-ale-py's game with every player's
+action against ale-py's one-player game): ``bare_ratio``, the share of the gap that is the emulators' own.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import time
+
+import numpy as np
 
 import fastrl
 from fastrl.bench import report
+from fastrl.bench.references import FRAME_SKIP, _in_processes, raw_emulator_fps
 from fastrl.bench.sampling import engine_fps
 from fastrl.config import ConfigError
 from fastrl.envs import probe_env
@@ -29,6 +37,7 @@ def measure(
     games: int = 8,
     rounds: int = 3,
     overrides: tuple[str, ...] = (),
+    bare: bool = False,
 ) -> dict:
     if rounds < 1 or games < 1 or seconds <= 0:
         raise ConfigError(f"--rounds and --games must be >= 1 and --seconds > 0; got {rounds}, {games}, {seconds}")
@@ -39,6 +48,8 @@ def measure(
         "two_player": lambda: engine_fps(two_player, seconds, policy, [*overrides, f"engine.envs={games * players}"]),
         "one_player": lambda: engine_fps(one_player, seconds, policy, [*overrides, f"engine.envs={games}"]),
     }
+    if bare:
+        runs["bare"] = lambda: bare_emulators(two_player, one_player, seconds, overrides)
     per_round = []
     for i in range(rounds):
         order = list(runs) if i % 2 == 0 else list(runs)[::-1]
@@ -61,7 +72,50 @@ def measure(
             statistics.median(r["two_player"]["frames_per_s"] / r["one_player"]["frames_per_s"] for r in per_round), 3
         ),
         "rounds": per_round,
+        **({"bare_ratio": round(statistics.median(r["bare"]["ratio"] for r in per_round), 3)} if bare else {}),
     }
+
+
+def bare_emulators(two_player: str, one_player: str, seconds: float, overrides: tuple[str, ...] = ()) -> dict:
+    """The two games' emulators alone, one process each: frames/s and the two-player's share of the one-player's."""
+    from fastrl.envs.atari import parse_atari_id
+
+    env_id = fastrl.api.resolve_config(two_player, list(overrides)).env.id
+    game, _ = parse_atari_id(fastrl.api.resolve_config(one_player, list(overrides)).env.id)
+    ((frames, elapsed),) = _in_processes(_duel_worker, [(env_id, seconds, 0)], seconds)
+    duel = frames / elapsed
+    single = raw_emulator_fps(game, seconds, processes=1)["fps"]
+    return {"two_player_fps": round(duel, 1), "one_player_fps": round(single, 1), "ratio": round(duel / single, 3)}
+
+
+def _duel_worker(env_id: str, seconds: float, seed: int, barrier, results) -> None:
+    """``references._raw_worker``'s loop on a multi-player game: every player's random action each frame."""
+    from fastrl.config import AtariConfig
+    from fastrl.envs.atari_duel import AtariDuel, _FrameActions, _Screens
+
+    game = AtariDuel(env_id, {}, AtariConfig())
+    ale, act = game.ale, _FrameActions(game.ale, game.size)
+    ale.reset_game()
+    plan = game._actions[np.random.default_rng(seed).integers(game.n_actions, size=(4096, game.size))]
+    screens = _Screens(ale)  # its gray screen as the engine reads it
+    screen = np.empty(screens.getScreenDims(), np.uint8)
+    barrier.wait(timeout=120)
+    start = time.perf_counter()
+    deadline = start + seconds
+    frames = steps = 0
+    while True:
+        act.actions[:] = plan[steps & 4095]
+        for _ in range(FRAME_SKIP):
+            act()
+        screens.getScreenGrayscale(screen)
+        frames += FRAME_SKIP
+        steps += 1
+        if ale.game_over():
+            ale.reset_game()
+        if steps & 63 == 0 and time.perf_counter() >= deadline:
+            break
+    game.close()
+    results.put((frames, time.perf_counter() - start))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,11 +126,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--games", type=int, default=8, help="emulators in each run (x players rows)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the order swapped each round; medians reported")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key in both")
+    parser.add_argument(
+        "--bare", action="store_true", help="also the two emulators alone, one process each (bare_ratio)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     return report(
         lambda: measure(
-            args.two_player, args.one_player, args.seconds, args.policy, args.games, args.rounds, tuple(args.set)
+            args.two_player,
+            args.one_player,
+            args.seconds,
+            args.policy,
+            args.games,
+            args.rounds,
+            tuple(args.set),
+            args.bare,
         )
     )
