@@ -9,7 +9,7 @@ out=${OUT:-bench-out}/pong_selfplay
 mkdir -p "$out"
 seeds=("$@")
 if [[ ${#seeds[@]} -eq 0 ]]; then seeds=(0); fi
-fastrl bench two-player --seconds 20 --rounds 3 | tee "$out/two_player.json"
+fastrl bench two-player --seconds 20 --rounds 3 --bare | tee "$out/two_player.json"
 for s in "${seeds[@]}"; do
   run="$out/seed$s"
   fastrl bench matches pong_selfplay --minutes "${MINUTES:-60}" --opponent random --games 20 \
