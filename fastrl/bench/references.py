@@ -76,22 +76,31 @@ def _raw_worker(game: str, seconds: float, seed: int, barrier, results) -> None:
     plan = np.random.default_rng(seed).integers(len(actions), size=4096)
     todo = [actions[i] for i in plan]
     screen = np.empty(ale.getScreenDims(), np.uint8)
-    barrier.wait(timeout=120)
-    start = time.perf_counter()
-    deadline = start + seconds
-    frames = steps = 0
-    while True:
-        action = todo[steps & 4095]
+
+    def step(i: int) -> None:
+        action = todo[i & 4095]
         for _ in range(FRAME_SKIP):
             ale.act(action)
         ale.getScreenGrayscale(screen)
-        frames += FRAME_SKIP
-        steps += 1
         if ale.game_over():
             ale.reset_game()
+
+    results.put(timed_steps(step, seconds, barrier))
+
+
+def timed_steps(step, seconds: float, barrier) -> tuple[int, float]:
+    """``step(i)`` (FRAME_SKIP emulator frames and a screen, its own resets) from the barrier on, until ``seconds``
+    have passed: (frames, seconds taken). The clock is read every 64 steps, off the hot path."""
+    barrier.wait(timeout=120)
+    start = time.perf_counter()
+    deadline = start + seconds
+    steps = 0
+    while True:
+        step(steps)
+        steps += 1
         if steps & 63 == 0 and time.perf_counter() >= deadline:
             break
-    results.put((frames, time.perf_counter() - start))
+    return steps * FRAME_SKIP, time.perf_counter() - start
 
 
 def raw_emulator_fps(game: str = "pong", seconds: float = 5.0, processes: int | None = None) -> dict:

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import numpy as np
 
 import fastrl
 from fastrl.bench import report
-from fastrl.bench.references import FRAME_SKIP, _in_processes, raw_emulator_fps
+from fastrl.bench.references import FRAME_SKIP, _in_processes, raw_emulator_fps, timed_steps
 from fastrl.bench.sampling import engine_fps
 from fastrl.config import ConfigError
 from fastrl.envs import probe_env
@@ -99,23 +98,18 @@ def _duel_worker(env_id: str, seconds: float, seed: int, barrier, results) -> No
     plan = game._actions[np.random.default_rng(seed).integers(game.n_actions, size=(4096, game.size))]
     screens = _Screens(ale)  # its gray screen as the engine reads it
     screen = np.empty(screens.getScreenDims(), np.uint8)
-    barrier.wait(timeout=120)
-    start = time.perf_counter()
-    deadline = start + seconds
-    frames = steps = 0
-    while True:
-        act.actions[:] = plan[steps & 4095]
+
+    def step(i: int) -> None:
+        act.actions[:] = plan[i & 4095]
         for _ in range(FRAME_SKIP):
             act()
         screens.getScreenGrayscale(screen)
-        frames += FRAME_SKIP
-        steps += 1
         if ale.game_over():
             ale.reset_game()
-        if steps & 63 == 0 and time.perf_counter() >= deadline:
-            break
+
+    measured = timed_steps(step, seconds, barrier)
     game.close()
-    results.put((frames, time.perf_counter() - start))
+    results.put(measured)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
