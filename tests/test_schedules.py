@@ -1,4 +1,5 @@
 """The learning rate and the entropy bonus follow the frames learned (``fastrl.learning.schedules``)."""
+
 import pytest
 
 from fastrl.config import AlgoConfig, ConfigError, load_config
@@ -49,6 +50,30 @@ def test_a_late_anneal_holds_the_learning_rate_until_its_start():
     assert [schedules.learning_rate(rest, f, 1000) for f in (300, 800, 1000)] == pytest.approx([1e-3, 5e-4, 0])
 
 
+def test_a_late_cooldown_leaves_every_rate_before_it_bit_identical_then_scales_it_down():
+    plain = AlgoConfig(lr=5e-4, lr_schedule="linear")
+    cooled = AlgoConfig(
+        lr=5e-4, lr_schedule="linear", lr_cooldown_start=1000, lr_cooldown_frames=500, lr_cooldown_factor=0.2
+    )
+    # before its start the rates are the same floats, not approximately: runs that end before it keep their bits
+    for frames in (0, 1, 333, 999):
+        assert schedules.learning_rate(cooled, frames, 10_000) == schedules.learning_rate(plain, frames, 10_000)
+    scaled = [
+        schedules.learning_rate(cooled, f, 10_000) / schedules.learning_rate(plain, f, 10_000)
+        for f in (1000, 1250, 1500, 4000)
+    ]
+    assert scaled == pytest.approx([1.0, 0.6, 0.2, 0.2])
+    # each of two learners: its share of the frames
+    assert schedules.learning_rate(cooled, 625, 10_000, share=2) == pytest.approx(
+        0.6 * schedules.learning_rate(plain, 625, 10_000, share=2)
+    )
+    # on a constant rate too
+    constant = AlgoConfig(
+        lr=1e-3, lr_schedule="constant", lr_cooldown_start=10, lr_cooldown_frames=10, lr_cooldown_factor=0.5
+    )
+    assert [schedules.learning_rate(constant, f, 100) for f in (5, 15, 50)] == pytest.approx([1e-3, 7.5e-4, 5e-4])
+
+
 @pytest.mark.parametrize(
     ("override", "named"),
     [
@@ -58,6 +83,8 @@ def test_a_late_anneal_holds_the_learning_rate_until_its_start():
         ("algo.lr_final=-1e-4", "algo.lr_final"),
         ("algo.lr_anneal_frames=-5", "algo.lr_anneal_frames"),
         ("algo.lr_anneal_start=-1", "algo.lr_anneal_start"),
+        ("algo.lr_cooldown_factor=1.5", "algo.lr_cooldown_factor"),
+        ("algo.lr_cooldown_frames=0", "algo.lr_cooldown_frames"),
         ("algo.clip_schedule='step'", "algo.clip_schedule"),
         ("algo.clip_final=0", "algo.clip_final"),
         ("algo.clip_anneal_frames=-1", "algo.clip_anneal_frames"),

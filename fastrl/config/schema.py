@@ -221,6 +221,17 @@ class AlgoConfig:
         "then takes lr_anneal_frames, or what is left of run.total_frames)",
         min=0,
     )
+    lr_cooldown_start: int = _f(
+        0,
+        "frames after which the learning rate (as algo.lr_schedule gives it) is scaled down, linearly to "
+        "lr_cooldown_factor over lr_cooldown_frames and held: a late cooldown that leaves every update before it "
+        "bit-identical (0: none)",
+        min=0,
+    )
+    lr_cooldown_frames: int = _f(500_000, "algo.lr_cooldown_start: frames the cooldown takes", min=1)
+    lr_cooldown_factor: float = _f(
+        0.2, "algo.lr_cooldown_start: the multiplier of the learning rate at the cooldown's end", min=0.0, max=1.0
+    )
     eps: float = _f(1e-5, "optimizer epsilon (rmsprop_tf: under the square root)", min_exclusive=0.0)
     rms_alpha: float = _f(0.99, "RMSprop smoothing constant (rmsprop, rmsprop_tf)", min=0.0, max=1.0)
     gamma: float = _f(0.99, "discount", min=0.0, max=1.0)

@@ -20,12 +20,24 @@ def linear(start: float, end: float, done: float) -> float:
 
 def learning_rate(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
     """``lr``, or ``lr`` held for ``lr_anneal_start`` frames, then moved linearly to ``lr_final`` over
-    ``lr_anneal_frames`` (0: the rest of ``total_frames``) and held there."""
+    ``lr_anneal_frames`` (0: the rest of ``total_frames``) and held there; times the late cooldown's
+    multiplier where ``lr_cooldown_start`` sets one."""
     if algo.lr_schedule == "constant":
-        return algo.lr
-    begin = algo.lr_anneal_start
-    span = algo.lr_anneal_frames or max(total_frames - begin, 1)
-    return _annealed(algo.lr, algo.lr_final, span, frames - begin // share, total_frames, share)
+        scheduled = algo.lr
+    else:
+        begin = algo.lr_anneal_start
+        span = algo.lr_anneal_frames or max(total_frames - begin, 1)
+        scheduled = _annealed(algo.lr, algo.lr_final, span, frames - begin // share, total_frames, share)
+    return scheduled * _cooldown(algo, frames, share)
+
+
+def _cooldown(algo: AlgoConfig, frames: float, share: int) -> float:
+    """The late cooldown's multiplier: exactly 1.0 until ``lr_cooldown_start`` (so the updates before it are
+    the bits they were without one), then linearly to ``lr_cooldown_factor`` over ``lr_cooldown_frames``."""
+    if not algo.lr_cooldown_start or frames < algo.lr_cooldown_start // share:
+        return 1.0
+    done = (frames - algo.lr_cooldown_start // share) / max(algo.lr_cooldown_frames // share, 1)
+    return linear(1.0, algo.lr_cooldown_factor, done)
 
 
 def entropy_coef(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
