@@ -85,3 +85,32 @@ def test_the_crossing_follows_the_engines_stopping_rule():
     # gala: every learner's own mean must reach it, not the pooled one
     assert first_crossing([line(110.0, 40, [130.0, 90.0]), line(110.0, 60, [105.0, None]),
                            line(104.0, 80, [101.0, 107.0])], 100.0, 20) == 2
+
+
+def test_the_crossing_gets_a_line_of_its_own_though_later_episodes_pull_the_mean_back(tmp_path):
+    """The run stops at the barrier after the target is reached; episodes that end before it still count,
+    and may take the mean back under the target by the last line (a Pong run: 18 reached between two lines,
+    17.85 in the last): the crossing must still be in metrics.jsonl, or the bench calls it not reached."""
+    import numpy as np
+
+    from fastrl.api import resolve_config
+    from fastrl.buffers.control import Control, control_arrays
+    from fastrl.process.supervisor import finish_due
+    from fastrl.runs.run_dir import RunDir
+    from fastrl.spec import WorkerIds
+    from fastrl.telemetry.metrics import Telemetry
+
+    config = resolve_config(CARTPOLE, [*_overrides(tmp_path), "run.target_return=100.0", "run.return_window=10",
+                                       "run.log_interval_s=3600.0"])
+    control = Control({name: np.zeros(shape, dtype) for name, shape, dtype in control_arrays(3, 1)})
+    finished = [[(0, 120.0, 120)] * 10, [(1, 20.0, 20)] * 6]  # ten over the target, then six far under
+    telemetry = Telemetry(config, RunDir.create(config, tmp_path / "run"), control, WorkerIds(1, 1, 1),
+                          take_episodes=lambda: finished.pop(0) if finished else [])
+    telemetry.mark_ready()
+    telemetry.tick()
+    assert finish_due(telemetry) and finish_due(telemetry)  # asked at every loop: one line for the crossing
+    telemetry.tick(force=True)  # the teardown's line, after the barrier's episodes
+    telemetry.close()
+    lines = [json.loads(text) for text in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [line["return_mean"] for line in lines] == [120.0, 60.0]
+    assert first_crossing(lines, 100.0, 10) == 0

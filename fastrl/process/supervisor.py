@@ -229,8 +229,12 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
 def finish_due(telemetry: Telemetry) -> bool:
     """The stop test of every run, in processes or serial: the target return is reached or
     ``run.max_seconds`` is up, so the learners finish at their next barrier (the frame budget is
-    their own test)."""
-    return telemetry.target_reached() or telemetry.time_is_up()
+    their own test). The target's crossing gets a metrics line of its own: the episodes that end before that
+    barrier still count in the mean, which may fall back under the target by the run's last line."""
+    if telemetry.target_reached():
+        telemetry.log_crossing()
+        return True
+    return telemetry.time_is_up()
 
 
 class Supervisor:

@@ -70,6 +70,7 @@ class Telemetry:
             PolicyRatings(self.policy_of_env, len(named), config.selfplay.elo_k) if self.policy_of_env else None
         )
         self.episodes = 0
+        self.crossing_logged = False
         self.created = self.started = time.monotonic()
         self.finished_at: float | None = None
         self.last_log = self.last_progress = self.started
@@ -137,6 +138,12 @@ class Telemetry:
         enough = min(self.config.run.return_window, 10)
         windows = self.learner_returns if self.learners > 1 else [self.returns]
         return all(len(w) >= enough and np.mean(w) >= self.config.run.target_return for w in windows)
+
+    def log_crossing(self) -> None:
+        """A metrics line at the moment the target is first reached (once), with the episodes that reached it."""
+        if not self.crossing_logged:
+            self.crossing_logged = True
+            self._log_line(time.monotonic())
 
     # ------------------------------------------------------------------ outputs
 
