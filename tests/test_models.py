@@ -157,7 +157,7 @@ def test_interface_check_leaves_rng_and_train_modes_alone():
     model = DropoutPolicy()
     model.drop.eval()  # mixed modes must survive the check
     state = torch.get_rng_state()
-    registry_module._check_interface("x", model, CARTPOLE, torch.float32, 2)
+    registry_module.check_interface("x", model, CARTPOLE, torch.float32, 2)
     assert torch.equal(state, torch.get_rng_state())
     assert model.training and model.fc.training and not model.drop.training
 

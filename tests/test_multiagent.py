@@ -491,3 +491,97 @@ def test_a_pools_random_player_is_a_zero_slot_drawn_from_the_seed_and_scored(tmp
     logits, _ = zero(torch.from_numpy(row))
     assert torch.equal(logits, torch.zeros_like(logits))  # an empty board: every column legal, every one alike
     envs[0].close()
+
+
+@pytest.mark.unit
+def test_the_scripted_look_ahead_network_plays_as_the_eval_player_does():
+    """selfplay.scripted = 'connect_four_lookahead' (fastrl.models.scripted) on the engine's rows: where a win or a
+    block exists, the one column fastrl eval's player picks, alone; elsewhere every legal column alike."""
+    from fastrl.models.scripted import CERTAIN, build_scripted
+
+    config = EnvConfig(id=CONNECT_FOUR)
+    envs = make_games(config, [0, 1])
+    game = envs[0].group
+    network = build_scripted("connect_four_lookahead", probe_env(config))
+    rows = np.zeros((2, *envs[0].obs_shape), np.float32)
+    rng = np.random.default_rng(1)
+    seen = {"win": 0, "block": 0, "open": 0}
+    try:
+        for m, env in enumerate(envs):
+            env.reset(0, rows[m])
+        for _ in range(1500):
+            mover = int(np.flatnonzero(game.live == ACTING)[0])
+            logits, value = network(torch.from_numpy(rows[mover : mover + 1]))
+            logits = logits[0].numpy()
+            raw = game.raw[mover]
+            legal = np.flatnonzero(raw["action_mask"])
+            picked = connect_four_lookahead(raw, None, np.random.default_rng(0))
+            if logits.max() >= CERTAIN:  # a win or a block: that column alone
+                assert np.flatnonzero(logits == logits.max()).tolist() == [picked]
+                again = connect_four_lookahead(raw, None, np.random.default_rng(1))
+                seen["win" if _wins_now(raw, picked) else "block"] += 1
+                assert again == picked  # the eval player chose it without its rng too
+            else:
+                assert np.all(logits[legal] == 0) and np.all(logits[np.setdiff1d(np.arange(7), legal)] < -1e8)
+                seen["open"] += 1
+            assert torch.equal(value, torch.zeros(1))
+            actions = [0, 0]
+            actions[mover] = int(rng.choice(legal))
+            game.step(actions)
+            for m, env in enumerate(envs):
+                if env.step(actions[m], rows[m], rows[m])[3]:
+                    env.reset(int(rng.integers(1000)), rows[m])
+    finally:
+        for env in envs:
+            env.close()
+    assert min(seen.values()) >= 20, seen  # random play reaches all three kinds of position
+
+
+def _wins_now(raw, column: int) -> bool:
+    from fastrl.evaluation.opponents import _landing_row, _wins
+
+    mine = np.asarray(raw["observation"])[..., 0].astype(bool)
+    occupied = np.asarray(raw["observation"]).any(-1)
+    row = _landing_row(occupied, column)
+    trial = mine.copy()
+    trial[row, column] = True
+    return _wins(trial, row, column)
+
+
+@pytest.mark.engine
+def test_a_pools_scripted_player_is_drawn_beside_the_random_one_bit_identically_and_resumes(tmp_path):
+    """selfplay.scripted plays its share of the games from the same per-game draw as the random player, in the slot
+    past the shared segment's; the run is bit-identical across layouts and resumes exactly with its scores."""
+    job = ["algo.epochs=2", *POOL, "selfplay.random_share=0.25", "selfplay.scripted_share=0.5",
+           "selfplay.scripted='connect_four_lookahead'"]
+    _c4(tmp_path, "one", "run.total_frames=640", *job, "engine.executors=1", "engine.actors=1",
+        "engine.inline_actors=false")
+    _c4(tmp_path, "two", "run.total_frames=640", *job, "engine.executors=2", "engine.actors=2",
+        "engine.inline_actors=false", "engine.step_delay_s=0.0005")
+    _c4(tmp_path, "half", "run.total_frames=320", *job, "engine.executors=2")
+    fastrl.train(resume=tmp_path / "half", overrides=["run.total_frames=640", "engine.executors=1", "engine.actors=1"])
+    one, two, resumed = (_params(tmp_path / name) for name in ("one", "two", "half"))
+    assert _identical(one, two) and _identical(one, resumed)
+    states = [load_checkpoint(tmp_path / name)["resume"]["selfplay"] for name in ("one", "half")]
+    assert states[0]["scripted"] == states[1]["scripted"]
+    rating, scores = states[0]["scripted"]
+    assert len(scores) > 0 and rating != 1200.0
+    table = states[0]["table"].numpy()
+    assert {3, 4} <= set(table.ravel().tolist())  # pool_size 3: slot 3 the random player, slot 4 the scripted one
+    lines = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["scripted_score"] is not None and lines[-1]["random_score"] is not None
+
+
+@pytest.mark.engine
+def test_a_scripted_player_needs_its_share_a_pool_and_an_env_it_can_read(tmp_path):
+    scripted = "selfplay.scripted='connect_four_lookahead'"
+    with pytest.raises(ConfigError, match=r"selfplay.scripted = 'connect_four_lookahead'.*scripted_share = 0.0"):
+        _c4(tmp_path, "no_share", *POOL, scripted)
+    with pytest.raises(ConfigError, match=r"selfplay.scripted = ''.*set both"):
+        _c4(tmp_path, "no_player", *POOL, "selfplay.scripted_share=0.5")
+    with pytest.raises(ConfigError, match=r"random_share \+ selfplay.scripted_share = 1.25"):
+        _c4(tmp_path, "sum", *POOL, scripted, "selfplay.scripted_share=0.75", "selfplay.random_share=0.5")
+    with pytest.raises(ConfigError, match=r"selfplay.scripted_share = 0.5 .* set selfplay.opponents = 'pool'"):
+        _c4(tmp_path, "shared", scripted, "selfplay.scripted_share=0.5")
+    with pytest.raises(ConfigError, match=r"selfplay.scripted = 'connect_four_lookahead': .*connect_four_v3"):
+        _leaving(tmp_path, "leaving", "selfplay.opponents='pool'", scripted, "selfplay.scripted_share=0.5")

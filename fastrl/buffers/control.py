@@ -72,9 +72,10 @@ class Stat(IntEnum):
     POOL_SCORE = 35  # the learning seat's mean score (win 1, draw 1/2) over its last games against the pool
     POOL_GAMES = 36  # games rated
     RANDOM_SCORE = 37  # the learning seat's mean score over its last games against the uniformly random player
+    SCRIPTED_SCORE = 38  # ... and against the scripted player (selfplay.scripted)
 
 
-STAT_COLUMNS = 38
+STAT_COLUMNS = 39
 
 
 class Activity(IntEnum):

@@ -370,6 +370,20 @@ class SelfPlayConfig:
         min=0.0,
         max=1.0,
     )
+    scripted: str = _f(
+        "",
+        "'pool': a scripted player for selfplay.scripted_share of the games: 'connect_four_lookahead' (wins if it "
+        "can, blocks if it must, else random; connect_four_v3) or a model name or 'package.module:factory' whose "
+        "network maps the observation rows to fixed logits (fastrl.models.scripted); never trained",
+    )
+    scripted_share: float = _f(
+        0.0,
+        "'pool': the share of each rollout's games whose opponent is selfplay.scripted instead of a snapshot "
+        "(drawn per env with random_share's draw; random_share + scripted_share <= 1): a player that punishes "
+        "what self-play alone never meets, such as a missed block",
+        min=0.0,
+        max=1.0,
+    )
     elo_k: float = _f(16.0, "the Elo ratings' step: rating change per game = elo_k x (score - expected)", min=0.0)
 
 

@@ -15,6 +15,9 @@ keeps the pool:
 - a **uniformly random player** (``selfplay.random_share`` of the games, drawn per env and rollout): the pool's
   last slot, all zeros, whose network gives every action the same logit, so the actors' masked sampling plays
   each legal action alike. Rated as the snapshots are; the learner's score against it is in the metrics.
+- a **scripted player** (``selfplay.scripted``, ``selfplay.scripted_share`` of the games, from the same draw as the
+  random player's: a run without it draws as before): a network without parameters (``fastrl.models.scripted``)
+  that the actors build themselves and forward for the slot past the shared ones. Rated likewise.
 
 Everything is decided at the barrier from the seed and the storages, never from timing, so a self-play run is
 bit-identical across layouts; the pool's weights, the ratings and the stream are in the checkpoint, so it resumes
@@ -42,6 +45,7 @@ from fastrl.spec import RunSpec
 SELFPLAY_STREAM = 8  # seeding purpose of the opponents' draws (see fastrl.seeding)
 INITIAL_RATING = 1200.0
 RANDOM_VERSION = -1  # the random player's "version" in the drawn tables (-2: nothing drawn yet)
+SCRIPTED_VERSION = -3  # the scripted player's
 RECENT_GAMES = 200  # the score in the metrics: over the learning seat's last games against the pool
 
 
@@ -61,6 +65,12 @@ def pool_slots(options, run_ahead: bool) -> int:
     """The shared segment's pool slots: ``pool_size`` snapshots, a spare where the envs run ahead (``hts``: a
     snapshot that left the pool may still be playing), and the random player's where it plays."""
     return options.pool_size + run_ahead + (options.random_share > 0)
+
+
+def scripted_slot(options, run_ahead: bool) -> int:
+    """The scripted player's slot in the opponents' tables: the first past the shared segment's (it has no
+    parameters there; each actor builds the player itself)."""
+    return pool_slots(options, run_ahead)
 
 
 class SelfPlayPool:
@@ -85,6 +95,12 @@ class SelfPlayPool:
             random_slot = buffers.pool_params(self.random.slot)
             random_slot.write_flat(torch.zeros_like(random_slot.flat), 0)
         self.against_random: deque[float] = deque(maxlen=RECENT_GAMES)
+        self.scripted = (
+            Snapshot(SCRIPTED_VERSION, scripted_slot(self.options, spec.mode.run_ahead), INITIAL_RATING)
+            if self.options.scripted_share
+            else None
+        )
+        self.against_scripted: deque[float] = deque(maxlen=RECENT_GAMES)
         self.rating = INITIAL_RATING
         self.rng = np.random.default_rng([spec.config.run.seed, SELFPLAY_STREAM])
         self.returns = np.zeros(len(self.rows))  # the learning seat's return so far in each env's game
@@ -103,9 +119,11 @@ class SelfPlayPool:
         drawn = [self.entries[i] for i in self._draw()]
         slots = np.array([entry.slot for entry in drawn])
         versions = np.array([entry.version for entry in drawn])
-        if self.random is not None:  # drawn after the snapshots: a run without it draws as before
-            random = self.rng.random(len(slots)) < self.options.random_share
-            slots[random], versions[random] = self.random.slot, self.random.version
+        if self.random is not None or self.scripted is not None:  # after the snapshots: without, as before
+            fixed = self.rng.random(len(slots))  # one draw per game: [0, random_share) random, then scripted
+            for player, low, high in self._fixed_shares():
+                chosen = (fixed >= low) & (fixed < high)
+                slots[chosen], versions[chosen] = player.slot, player.version
         self.table[version % 2] = slots
         self.drawn[version % 2] = versions
         self._forget_retired()
@@ -129,6 +147,18 @@ class SelfPlayPool:
         self.stats[Stat.POOL_SCORE] = float(np.mean(self.recent)) if self.recent else float("nan")
         self.stats[Stat.POOL_GAMES] = self.games
         self.stats[Stat.RANDOM_SCORE] = float(np.mean(self.against_random)) if self.against_random else float("nan")
+        self.stats[Stat.SCRIPTED_SCORE] = (
+            float(np.mean(self.against_scripted)) if self.against_scripted else float("nan")
+        )
+
+    def _fixed_shares(self) -> list[tuple[Snapshot, float, float]]:
+        """The fixed players and their intervals of the per-game draw."""
+        random_share = self.options.random_share
+        shares = [
+            (self.random, 0.0, random_share),
+            (self.scripted, random_share, random_share + self.options.scripted_share),
+        ]
+        return [(player, low, high) for player, low, high in shares if player is not None]
 
     def _snapshot(self, version: int, model: torch.nn.Module) -> None:
         if len(self.entries) < self.options.pool_size:
@@ -144,8 +174,11 @@ class SelfPlayPool:
         self.entries.append(Snapshot(version, slot, self.rating))
 
     def _by_version(self) -> dict[int, Snapshot]:
-        known = {entry.version: entry for entry in (*self.entries, *([self.random] if self.random else []))}
+        known = {entry.version: entry for entry in (*self.entries, *self._fixed_players())}
         return {**self.retired, **known}
+
+    def _fixed_players(self) -> list[Snapshot]:
+        return [player for player in (self.random, self.scripted) if player is not None]
 
     def _forget_retired(self) -> None:
         named = set(self.drawn.ravel().tolist())
@@ -170,6 +203,8 @@ class SelfPlayPool:
         self.recent.append(score)
         if opponent is self.random:
             self.against_random.append(score)
+        if opponent is self.scripted:
+            self.against_scripted.append(score)
         self.games += 1
 
     # ------------------------------------------------------------------ checkpoints
@@ -184,6 +219,7 @@ class SelfPlayPool:
             "recent": list(self.recent),
             "games": self.games,
             "random": None if self.random is None else (self.random.rating, list(self.against_random)),
+            "scripted": None if self.scripted is None else (self.scripted.rating, list(self.against_scripted)),
             "table": torch.from_numpy(self.table.copy()),
             "drawn": torch.from_numpy(self.drawn.copy()),
             "retired": [(e.version, e.slot, e.rating) for e in self.retired.values()],
@@ -204,6 +240,10 @@ class SelfPlayPool:
             rating, scores = state["random"]
             self.random.rating = float(rating)
             self.against_random.extend(scores)
+        if self.scripted is not None and state.get("scripted") is not None:
+            rating, scores = state["scripted"]
+            self.scripted.rating = float(rating)
+            self.against_scripted.extend(scores)
         self.table[:] = state["table"].numpy()
         self.retired = {int(v): Snapshot(int(v), int(s), float(r)) for v, s, r in state.get("retired", [])}
         if state.get("spare") is not None:
@@ -211,7 +251,7 @@ class SelfPlayPool:
         if "drawn" in state:
             self.drawn[:] = state["drawn"].numpy()
         else:  # a checkpoint from before ``drawn`` (sync only): each slot's entry is the one it was drawn
-            version_of = {e.slot: e.version for e in (*self.entries, *([self.random] if self.random else []))}
+            version_of = {e.slot: e.version for e in (*self.entries, *self._fixed_players())}
             self.drawn[:] = np.vectorize(lambda slot: version_of.get(int(slot), RANDOM_VERSION - 1))(self.table)
         self.prepared = int(state["prepared"])
         self.stats[Stat.POOL_SIZE] = len(self.entries)

@@ -169,7 +169,7 @@ def build_model(
     else:
         raise ValueError(f"unknown model {name!r}; {_allowed()}")
     _set_precision(name, model, precision, torch.device(device))
-    _check_interface(name, model, shape, dtype, n_actions)
+    check_interface(name, model, shape, dtype, n_actions)
     return attach_action_mask(model, obs_layout, n_actions)
 
 
@@ -275,7 +275,7 @@ def _call_factory(name: str, factory: ModelFactory, shape: tuple[int, ...], n_ac
     return model
 
 
-def _check_interface(name: str, model: nn.Module, shape: tuple[int, ...], dtype: torch.dtype, n_actions: int) -> None:
+def check_interface(name: str, model: nn.Module, shape: tuple[int, ...], dtype: torch.dtype, n_actions: int) -> None:
     """One dummy forward of 2 zero observations (eval mode, no grad, RNG state kept)."""
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")

@@ -100,6 +100,17 @@ def check_env_backend(config) -> None:
         )
 
 
+def check_scripted(config, info) -> None:
+    """``selfplay.scripted`` builds for the env's rows (each actor builds its own once the run starts)."""
+    from fastrl.models.scripted import build_scripted
+
+    if config.selfplay.scripted_share > 0:
+        try:
+            build_scripted(config.selfplay.scripted, info)
+        except ValueError as exc:
+            raise ConfigError(f"selfplay.scripted = {config.selfplay.scripted!r}: {exc}") from None
+
+
 MULTI_AGENT_ALGOS = ("ppo", "a2c", "impala")  # the losses that weigh each row by how its agent took part (live)
 
 
@@ -182,6 +193,7 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
     config = resolve_layout(config, image_model=image_model, agents=info.agents)
     config = resolve_compile(config, torch.device(config.engine.device), image_model)  # and the same graphs
     check_agents(config, info)
+    check_scripted(config, info)
     # multiagent.policies, in the env's agent order; a resumed run's frozen policies are in its checkpoint
     config = check_policies(config, info.agent_names, policy, resuming)
     engine = config.engine

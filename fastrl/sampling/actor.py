@@ -27,9 +27,11 @@ from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
 from fastrl.envs.base import OPPONENT
 from fastrl.learning.named_policies import policy_map
+from fastrl.learning.selfplay import scripted_slot
 from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.policy import build_policy
+from fastrl.models.scripted import build_scripted
 from fastrl.partition import owner_of, split
 from fastrl.sampling.channels import Channels, decode_request
 from fastrl.spec import RunSpec, WorkerIds
@@ -93,6 +95,12 @@ class Actor:
         self.pool_params = [buffers.pool_params(k) for k in range(buffers.plan.pool)]
         self.pool_models: dict[int, torch.nn.Module] = {}
         self.pool_versions: dict[int, int] = {}
+        # the pool's scripted player (selfplay.scripted): no parameters to load, built here once
+        selfplay = spec.config.selfplay
+        self.scripted_slot, self.scripted = None, None
+        if self.opponents is not None and selfplay.scripted_share > 0:
+            self.scripted_slot = scripted_slot(selfplay, spec.mode.run_ahead)
+            self.scripted = build_scripted(selfplay.scripted, spec.env_info).to(self.device)
         self.pending: list[list[int]] = [[] for _ in range(sets)]  # requests by weight set
         self.constant: list[tuple | None] = [None] * sets  # (version, logits, value) of an obs-blind policy
         self.zero_micro_batch: torch.Tensor | None = None  # its input, made on first use
@@ -251,6 +259,9 @@ class Actor:
         return slots
 
     def _pool_model(self, slot: int) -> torch.nn.Module:
+        if slot == self.scripted_slot:
+            assert self.scripted is not None
+            return self.scripted
         model = self.pool_models.get(slot)
         if model is None:
             model = self.pool_models[slot] = copy.deepcopy(self.model)

@@ -198,6 +198,8 @@ class Telemetry:
             )
             if self.config.selfplay.random_share > 0:
                 line["random_score"] = _finite_or_none(stats[Stat.RANDOM_SCORE])
+            if self.config.selfplay.scripted_share > 0:
+                line["scripted_score"] = _finite_or_none(stats[Stat.SCRIPTED_SCORE])
         if self.policy_returns:  # multiagent.policies
             line["policy_returns"] = {
                 name: _finite_or_none(float(np.mean(returns))) if returns else None
