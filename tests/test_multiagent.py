@@ -585,3 +585,42 @@ def test_a_scripted_player_needs_its_share_a_pool_and_an_env_it_can_read(tmp_pat
         _c4(tmp_path, "shared", scripted, "selfplay.scripted_share=0.5")
     with pytest.raises(ConfigError, match=r"selfplay.scripted = 'connect_four_lookahead': .*connect_four_v3"):
         _leaving(tmp_path, "leaving", "selfplay.opponents='pool'", scripted, "selfplay.scripted_share=0.5")
+
+
+@pytest.mark.unit
+def test_the_board_model_convolves_connect_fours_planes_where_they_sit_in_the_row(tmp_path):
+    """model.name = 'board' (fastrl.models.board): the row's [6, 7, 2] part read back as planes of the board (a
+    piece moved one column moves the first convolution's output one column), the mask beside it as features."""
+    from fastrl.config import load_config
+    from fastrl.models.policy import build_policy
+
+    config = load_config("configs/connect_four_selfplay.toml", ["model.name='board'", "model.hidden=[64]"])
+    info = probe_env(config.env)
+    torch.manual_seed(0)
+    policy = build_policy(info, config)
+    layout = info.obs_layout
+    board = next(part for part in layout.parts if part.name == "observation")
+    rows = torch.zeros((2, *info.obs_shape))
+    mask = next(part for part in layout.parts if part.name == "action_mask")
+    rows[:, mask.offset // 4 : mask.offset // 4 + 7] = 1.0
+    planes = rows[:, board.offset // 4 : board.offset // 4 + 84].view(2, 6, 7, 2)
+    planes[0, 5, 2, 0] = 1.0  # my piece at the bottom of column 2; in the second row, of column 3
+    planes[1, 5, 3, 0] = 1.0
+    first = policy.convolutions[0]
+    with torch.no_grad():
+        seen = first(torch.stack([planes[0], planes[1]]).permute(0, 3, 1, 2))
+        logits, value = policy(rows)
+    assert torch.equal(seen[0, :, :, 0:6], seen[1, :, :, 1:7])  # the same piece, one column over
+    assert logits.shape == (2, 7) and value.shape == (2,) and not torch.equal(logits[0], logits[1])
+    with pytest.raises(ConfigError, match=r"model 'board' reads a Dict observation's rank-3 float part"):
+        fastrl.train("configs/cartpole_ppo.toml", [*SMALL, "model.name='board'"], run_dir=tmp_path / "cartpole")
+
+
+@pytest.mark.engine
+def test_connect_four_trains_with_the_board_model_bit_identically_across_layouts(tmp_path):
+    job = ["run.total_frames=640", "algo.epochs=2", *POOL, "model.name='board'", "model.hidden=[32]",
+           "model.kwargs={channels=[8, 8]}"]
+    _c4(tmp_path, "one", *job, "engine.executors=1", "engine.actors=1", "engine.inline_actors=false")
+    _c4(tmp_path, "two", *job, "engine.executors=2", "engine.actors=2", "engine.inline_actors=false")
+    assert _identical(_params(tmp_path / "one"), _params(tmp_path / "two"))
+    assert any(name.startswith("convolutions.") for name in _params(tmp_path / "one"))

@@ -409,7 +409,8 @@ class MultiAgentConfig:
 class ModelConfig:
     name: str = _f(
         "auto",
-        "'auto', 'mlp', 'nature', 'shallow', 'impala', 'multi' (Dict observations with an image), "
+        "'auto', 'mlp', 'board' (3x3 convolutions over a Dict's board planes, e.g. connect_four_v3), 'nature', "
+        "'shallow', 'impala', 'multi' (Dict observations with an image), "
         "'random' (uniform) or 'package.module:factory'",
     )
     hidden: list[int] = _f(

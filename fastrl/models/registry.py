@@ -21,6 +21,7 @@ from torch import nn
 
 from fastrl.envs.obs_layout import mask_part
 from fastrl.models.action_mask import attach as attach_action_mask
+from fastrl.models.board import BoardPolicy
 from fastrl.models.cnn import ImpalaResNet, NatureCNN, ShallowCNN
 from fastrl.models.mlp import MLPPolicy
 from fastrl.models.multi import MultiInputPolicy
@@ -34,7 +35,7 @@ _IMAGE_MODELS: dict[str, type[nn.Module]] = {"nature": NatureCNN, "shallow": Sha
 # the Nature CNN's 8x8/4, 4x4/2 and 3x3/1 convolutions need images of at least 36x36; "auto" gives smaller
 # ones the IMPALA ResNet, whose padded 3x3 convolutions and pools fit any size (a 7x7 view: 4, 2, 1)
 NATURE_MIN_SIZE = 36
-_BUILTIN_NAMES = ("auto", "mlp", "multi", "random", *_IMAGE_MODELS)
+_BUILTIN_NAMES = ("auto", "mlp", "board", "multi", "random", *_IMAGE_MODELS)
 _registered: dict[str, ModelFactory] = {}
 
 
@@ -130,6 +131,15 @@ def build_model(
         model = _build_builtin(
             name,
             MultiInputPolicy,
+            shape,
+            n_actions,
+            {"hidden": list(hidden), "obs_layout": obs_layout, **kw, **builtin_kw, **head_kw},
+            "hidden",
+        )
+    elif resolved == "board":
+        model = _build_builtin(
+            name,
+            BoardPolicy,
             shape,
             n_actions,
             {"hidden": list(hidden), "obs_layout": obs_layout, **kw, **builtin_kw, **head_kw},
