@@ -20,6 +20,7 @@ others), each one JSON line appended to ``DIR/device_check.jsonl`` the moment it
 7. ``sampling_fuller``, ``sampling_fullest``: random-policy sampling at 14 executors of 8 and of 16 envs
    (of 4 above); ``sampling_hts``, ``sampling_hts_4_actors``: 14 executors of 8 envs in ``hts``, whose actors
    answer whatever rows are ready (sync's wait for all their envs every step), with 2 and 4 actor processes;
+   ``sampling_hts_inline``: the same with inline actors (each executor answers its own envs: no round trip);
 8. ``time_to_score``: the default job (or ``--time-to-score CONFIG``), ``engine.device`` left at its
    default, to a mean score of 18, for whatever time the budget has left (at least
    ``MIN_TIME_TO_SCORE_S``); its ``metrics.jsonl`` and ``config.toml`` are copied beside the results.
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +112,22 @@ def steps(dry_run: bool, python: str = sys.executable) -> list[Step]:
                 *seconds,
                 "--set",
                 "engine.actors=4",
+            ],
+            60.0,
+        ),
+        Step(  # the executors' own ceiling: each answers its envs itself (random policy: no forward, no round trip)
+            "sampling_hts_inline",
+            [
+                *fastrl,
+                "sampling",
+                hts,
+                "--executors",
+                *counts[-1:],
+                "--envs-per-executor",
+                "8",
+                *seconds,
+                "--set",
+                "engine.inline_actors=true",
             ],
             60.0,
         ),
@@ -210,15 +228,18 @@ def _result(step: Step, rc, stdout: str, stderr: str) -> dict:
         return {"tail": (stdout + stderr)[-TAIL_CHARS:]}
 
 
-def time_to_score(check: Check, dry_run: bool, config: str | None = None, python: str = sys.executable) -> None:
-    """``config`` (the default job if None) to 18 with what the budget has left; its curve and config copied
-    beside the results."""
+def time_to_score(
+    check: Check, dry_run: bool, config: str | None = None, overrides: Sequence[str] = (), python: str = sys.executable
+) -> None:
+    """``config`` (the default job if None) with ``overrides`` to 18 with what the budget has left; its curve and
+    config copied beside the results."""
     minutes = 0.5 if dry_run else max(MIN_TIME_TO_SCORE_S, check.left() - 45.0) / 60.0
     with tempfile.TemporaryDirectory() as workdir:
         run_dir = Path(workdir) / "default_job"
         argv = [python, "-m", "fastrl", "bench", "time-to-score", *([config] if config else [])]
         argv += ["--target", "18", "--max-minutes", f"{minutes:.2f}"]
         argv += ["--run-dir", str(run_dir), "--set", "run.progress=false"]
+        argv += [arg for override in overrides for arg in ("--set", override)]
         check.run(Step("time_to_score", argv, minutes * 60.0 + 120.0), minutes * 60.0 + 120.0)
         for name, copy_as in (
             ("metrics.jsonl", "time_to_score_metrics.jsonl"),
@@ -229,7 +250,12 @@ def time_to_score(check: Check, dry_run: bool, config: str | None = None, python
 
 
 def device_check(
-    out: Path, budget_s: float, dry_run: bool, only: list[str] | None = None, config: str | None = None
+    out: Path,
+    budget_s: float,
+    dry_run: bool,
+    only: list[str] | None = None,
+    config: str | None = None,
+    overrides: Sequence[str] = (),
 ) -> int:
     check = Check(out, budget_s)
     begun = time.monotonic()
@@ -242,7 +268,7 @@ def device_check(
             check.record({"step": step.name, "rc": "skipped", "seconds": 0.0, "why": "the budget ran out"})
             continue
         check.run(step, min(step.cap_s, spare))
-    time_to_score(check, dry_run, config)
+    time_to_score(check, dry_run, config, overrides)
     print(f"device-check: done in {time.monotonic() - begun:.0f} s; results in {check.results}", file=sys.stderr)
     return 0
 
@@ -255,6 +281,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--steps", nargs="+", metavar="NAME", help=f"only these steps (of: {', '.join(s.name for s in steps(True))})"
     )
     parser.add_argument("--time-to-score", metavar="CONFIG", help="the config timed to 18 (default: the default job)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="an override of the timed config (run.seed=2)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -269,4 +298,8 @@ def run(args: argparse.Namespace) -> int:
     if args.time_to_score and not Path(args.time_to_score).is_file():
         print(f"fastrl: bad options: --time-to-score {args.time_to_score}: no such config file", file=sys.stderr)
         return 2
-    return device_check(Path(args.out), args.budget_s, args.dry_run, args.steps, args.time_to_score)
+    bad = [item for item in args.set if "=" not in item]
+    if bad:
+        print(f"fastrl: bad options: --set {bad[0]}: expected KEY=VALUE (e.g. run.seed=2)", file=sys.stderr)
+        return 2
+    return device_check(Path(args.out), args.budget_s, args.dry_run, args.steps, args.time_to_score, args.set)
