@@ -26,19 +26,24 @@ CONNECT_FOUR = "pettingzoo.classic:connect_four_v3"
 LEAVING = "tests.helpers.agents_env:leaving_agents"
 SMALL = ["run.progress=false", "run.tensorboard=false", "run.log_interval_s=0.5", "engine.rollout=8",
          "algo.minibatches=2"]
+# the shipped config's random and scripted players off: a test adds the players it is about
+NO_FIXED_PLAYERS = ["selfplay.random_share=0", "selfplay.scripted=''", "selfplay.scripted_share=0"]
+MLP = ["model.name='mlp'", "model.hidden=[256, 256]"]  # for rows without a board
 
 
 def _c4(tmp_path, name, *overrides):
     run_dir = tmp_path / name
     summary = fastrl.train("configs/connect_four_selfplay.toml",
-                           [*SMALL, "engine.envs=8", "selfplay.opponents='shared'", *overrides], run_dir=run_dir)
+                           [*SMALL, "engine.envs=8", *NO_FIXED_PLAYERS, "selfplay.opponents='shared'", *overrides],
+                           run_dir=run_dir)
     return summary, run_dir
 
 
 def _leaving(tmp_path, name, *overrides, mode="sync"):
     run_dir = tmp_path / name
     summary = fastrl.train("configs/connect_four_selfplay.toml", [
-        *SMALL, f"env.id='{LEAVING}'", "env.backend='pettingzoo'", "selfplay.opponents='shared'",
+        *SMALL, f"env.id='{LEAVING}'", "env.backend='pettingzoo'", *NO_FIXED_PLAYERS, *MLP,
+        "selfplay.opponents='shared'",
         "env.kwargs={agents=3, life=4}", "engine.envs=6", f"engine.mode='{mode}'", "run.total_frames=960",
         *overrides], run_dir=run_dir)
     return summary, run_dir
@@ -212,9 +217,11 @@ def test_self_play_is_bit_identical_across_layouts_and_resumes_exactly(tmp_path)
 
 @pytest.mark.engine
 def test_connect_four_self_play_beats_a_random_player(tmp_path, capsys):
-    """The fast version of the benchmark (docs/multi-agent.md): ~20 s of self-play, then 200 games."""
-    summary, run_dir = _c4(tmp_path, "c4", "engine.envs=64", "engine.rollout=32", "algo.minibatches=4",
-                           "run.total_frames=150000")
+    """The fast version of the benchmark (docs/multi-agent.md): the shipped config (the pool, its random and
+    look-ahead players, the board model) for 150K rows, then 200 games."""
+    run_dir = tmp_path / "c4"
+    summary = fastrl.train("configs/connect_four_selfplay.toml",
+                           ["run.progress=false", "run.tensorboard=false", "run.total_frames=150000"], run_dir=run_dir)
     assert summary["status"] == "complete"
     assert main(["eval", str(run_dir), "--opponent", "random", "--episodes", "200"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -624,3 +631,19 @@ def test_connect_four_trains_with_the_board_model_bit_identically_across_layouts
     _c4(tmp_path, "two", *job, "engine.executors=2", "engine.actors=2", "engine.inline_actors=false")
     assert _identical(_params(tmp_path / "one"), _params(tmp_path / "two"))
     assert any(name.startswith("convolutions.") for name in _params(tmp_path / "one"))
+
+
+@pytest.mark.unit
+def test_a_convolutional_models_learner_gets_the_threads_a_cnns_does(monkeypatch):
+    """engine.learner_threads = 'auto': the board model's step is split over the cores as the Atari CNN's is (on
+    2 cores both threads, since sync's executors wait while it learns); an MLP's stays on one thread."""
+    from fastrl.config import load_config
+    from fastrl.process.auto_layout import Machine
+    from fastrl.process.supervisor import plan_run
+
+    monkeypatch.setattr(Machine, "detect", classmethod(lambda cls: Machine(2, cuda=False)))
+    board = plan_run(load_config("configs/connect_four_selfplay.toml", []))
+    mlp = plan_run(load_config("configs/connect_four_selfplay.toml", MLP))
+    assert (board.config.model.name, board.config.engine.learner_threads) == ("board", 2)
+    assert (mlp.config.model.name, mlp.config.engine.learner_threads) == ("mlp", 1)
+    assert board.config.engine.micro_batch == mlp.config.engine.micro_batch  # the actors' batches (and bits) as before

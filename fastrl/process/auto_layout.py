@@ -169,10 +169,17 @@ def choose_micro_batch(engine: EngineConfig, machine: Machine, image_model: bool
     return CPU_IMAGE_MICRO_BATCH if image_model else CPU_MICRO_BATCH
 
 
-def resolve_layout(config: Config, machine: Machine | None = None, image_model: bool = True, agents: int = 1) -> Config:
+def resolve_layout(
+    config: Config,
+    machine: Machine | None = None,
+    image_model: bool = True,
+    agents: int = 1,
+    split_learner: bool | None = None,
+) -> Config:
     """``config`` with its devices placed and its "auto" layout keys chosen for ``machine`` (default: this
-    one), checked again; ``image_model``: whether the run's policy is a built-in CNN (``choose_learner_threads``,
-    ``choose_micro_batch``); ``agents``: the env's agents, each a row (``choose_layout``).
+    one), checked again; ``image_model``: whether the run's policy is a built-in CNN (``choose_micro_batch``, and
+    ``choose_learner_threads`` unless ``split_learner`` says whether its step is worth threads: any convolutional
+    model's is); ``agents``: the env's agents, each a row (``choose_layout``).
 
     A config without "auto" keys comes back unchanged (the same object).
     """
@@ -182,12 +189,13 @@ def resolve_layout(config: Config, machine: Machine | None = None, image_model: 
     machine = machine or Machine.detect()
     engine = placed(engine, machine)
     layout = choose_layout(engine, machine, agents)
+    splits = image_model if split_learner is None else split_learner
     engine = dataclasses.replace(
         engine,
         executors=layout.executors,
         actors=layout.actors,
         inline_actors=layout.inline_actors,
-        learner_threads=choose_learner_threads(engine, machine, image_model),
+        learner_threads=choose_learner_threads(engine, machine, splits),
         micro_batch=choose_micro_batch(engine, machine, image_model),
     )
     resolved = dataclasses.replace(config, engine=engine)
