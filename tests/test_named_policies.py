@@ -19,9 +19,10 @@ pytest.importorskip("pettingzoo")
 
 C4_CONFIG = "configs/connect_four_selfplay.toml"
 SMALL = ["run.progress=false", "run.tensorboard=false", "run.log_interval_s=0.5", "engine.rollout=8",
-         "algo.minibatches=2", "selfplay.opponents='shared'", "engine.envs=8", "algo.epochs=2"]
+         "algo.minibatches=2", "selfplay.opponents='shared'", "engine.envs=8", "algo.epochs=2",
+         "selfplay.random_share=0", "selfplay.scripted=''", "selfplay.scripted_share=0"]  # the shipped mix's off
 TWO_ROLES = "multiagent.policies={player_0='first', player_1='second'}"
-LEAVING = ["env.id='tests.helpers.agents_env:leaving_agents'", "env.backend='pettingzoo'",
+LEAVING = ["env.id='tests.helpers.agents_env:leaving_agents'", "env.backend='pettingzoo'", "model.name='mlp'",
            "env.kwargs={agents=3, life=4}", "engine.envs=6", "run.total_frames=960"]
 
 
@@ -208,5 +209,5 @@ def test_a_frozen_policy_of_another_model_is_refused_naming_the_key(tmp_path):
     cartpole = tmp_path / "cartpole"
     fastrl.train("configs/cartpole_ppo.toml", ["run.progress=false", "run.tensorboard=false",
                                                "run.total_frames=512"], run_dir=cartpole)
-    with pytest.raises(ConfigError, match=r"multiagent.frozen.second = .*do not fit this run's model 'mlp'"):
+    with pytest.raises(ConfigError, match=r"multiagent.frozen.second = .*do not fit this run's model 'board'"):
         _c4(tmp_path, "refused", TWO_ROLES, f"multiagent.frozen={{second='{cartpole}'}}")

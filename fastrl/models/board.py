@@ -32,7 +32,7 @@ class BoardPolicy(HeadedPolicy):
         n_actions: int,
         obs_layout: ObsLayout | None = None,
         board: str = "observation",
-        channels: Sequence[int] = (32, 32),
+        channels: Sequence[int] = (16, 16),  # on Connect Four, better than 32 in 15 minutes: 2.6x the rows
         hidden: Sequence[int] = (256,),
         channels_last: bool = True,
         normalize_obs: bool = False,
