@@ -31,7 +31,7 @@ def two_runs(tmp_path_factory):
     runs = []
     for seed in (0, 1):
         config, overrides = cartpole(tmp, FP32, "engine.serial=true", "run.tensorboard=false", f"run.seed={seed}",
-                                     "run.total_frames=1600", "run.log_interval_s=0.05")
+                                     "run.total_frames=1600", "run.log_interval_s=0.001")  # a line every update
         fastrl.train(config, overrides, run_dir=tmp / f"seed-{seed}")
         runs.append(tmp / f"seed-{seed}")
     return runs
