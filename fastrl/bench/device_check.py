@@ -71,6 +71,7 @@ def steps(dry_run: bool, python: str = sys.executable) -> list[Step]:
     rows = ["--rows", "16" if dry_run else "64"]
     learner = ["--seconds", "0.2", "--threads", "1"] if dry_run else ["--seconds", "2"]
     tests = [python, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider", "tests/test_cuda.py"]
+    hts_14x8 = [*fastrl, "sampling", hts, "--executors", *counts[-1:], "--envs-per-executor", "8", *seconds]
     return [
         Step("cuda_tests", tests, 210.0, env={"FASTRL_TEST_DEVICE": device}, json_result=False),  # 83 s + CUDA graphs
         Step("invariance", [*fastrl, "invariance", "--device", device, *rows], 90.0),
@@ -94,43 +95,10 @@ def steps(dry_run: bool, python: str = sys.executable) -> list[Step]:
         # sync's actors wait for every env they serve at each step (PAAC's one forward a step): at 14 executors
         # the H200's executors waited 44% of the time with 8 or 16 envs each. hts's actors answer whatever is
         # ready; with 2 and 4 actor processes (does one actor's loop cap the rows?)
-        Step(
-            "sampling_hts",
-            [*fastrl, "sampling", hts, "--executors", *counts[-1:], "--envs-per-executor", "8", *seconds],
-            60.0,
-        ),
-        Step(
-            "sampling_hts_4_actors",
-            [
-                *fastrl,
-                "sampling",
-                hts,
-                "--executors",
-                *counts[-1:],
-                "--envs-per-executor",
-                "8",
-                *seconds,
-                "--set",
-                "engine.actors=4",
-            ],
-            60.0,
-        ),
-        Step(  # the executors' own ceiling: each answers its envs itself (random policy: no forward, no round trip)
-            "sampling_hts_inline",
-            [
-                *fastrl,
-                "sampling",
-                hts,
-                "--executors",
-                *counts[-1:],
-                "--envs-per-executor",
-                "8",
-                *seconds,
-                "--set",
-                "engine.inline_actors=true",
-            ],
-            60.0,
-        ),
+        Step("sampling_hts", hts_14x8, 60.0),
+        Step("sampling_hts_4_actors", [*hts_14x8, "--set", "engine.actors=4"], 60.0),
+        # the executors' own ceiling: each answers its envs itself (random policy: no forward, no round trip)
+        Step("sampling_hts_inline", [*hts_14x8, "--set", "engine.inline_actors=true"], 60.0),
     ]
 
 
