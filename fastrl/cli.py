@@ -62,10 +62,6 @@ def _eval(args: argparse.Namespace) -> int:
     from fastrl.evaluation.matches import play_matches
 
     try:
-        if args.opponent is not None and args.env is not None:
-            raise ConfigError(
-                "--env plays a one-player env, --opponent the run's own multi-agent game: one or the other"
-            )
         if args.opponent is not None:
             result = play_matches(
                 args.target,
@@ -75,6 +71,7 @@ def _eval(args: argparse.Namespace) -> int:
                 greedy=args.greedy,
                 params=args.params,
                 trust_code=args.trust_code,
+                env_id=args.env,
             )
         else:
             result = evaluate(
@@ -283,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--env",
         metavar="ENV_ID",
         help="play on this env instead of the run's, where its rows are the run's (a self-play Pong policy as "
-        "the one player of PongNoFrameskip-v4)",
+        "the one player of PongNoFrameskip-v4; with --opponent, a multi-agent game: a one-player Pong policy "
+        "in pettingzoo.atari:pong_v3)",
     )
     evaluate.add_argument(
         "--video",

@@ -444,6 +444,22 @@ def test_a_two_player_pong_policy_plays_a_random_paddle_and_the_one_player_game(
 
 
 @pytest.mark.engine
+def test_a_one_player_pong_policy_plays_two_player_pong_from_the_cli_in_either_seat(tmp_path, capsys):
+    pytest.importorskip("multi_agent_ale_py")
+    run_dir = tmp_path / "pong1"
+    fastrl.train("configs/pong_sync.toml", [*SMALL, "engine.envs=4", "model.precision='fp32'", "run.total_frames=128",
+                                            "algo.epochs=1"], run_dir=run_dir)
+    assert main(["eval", str(run_dir), "--env", PONG2, "--opponent", "random", "--episodes", "2"]) == 0
+    match = json.loads(capsys.readouterr().out)
+    assert match["env_id"] == PONG2 and match["wins"] + match["draws"] + match["losses"] == 2
+    assert sum(match["by_seat"]["second_0"].values()) == 1  # the mirrored seat is played too
+    with pytest.raises(ConfigError, match="'CartPole-v1' with --opponent: not a multi-agent game"):
+        play_matches(run_dir, "random", games=1, env_id="CartPole-v1")
+    with pytest.raises(ConfigError, match="a single-agent env: --opponent plays"):
+        play_matches(run_dir, "random", games=1)
+
+
+@pytest.mark.engine
 def test_the_two_player_bench_counts_each_emulator_frame_once(capsys):
     pytest.importorskip("multi_agent_ale_py")
     assert main(["bench", "two-player", "--seconds", "2", "--rounds", "1", "--games", "1", "--bare"]) == 0

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fastrl.config import ConfigError
+from fastrl.envs.actions import UnsupportedEnvError
 from fastrl.envs.base import ACTING
 from fastrl.evaluation.opponents import Player, scripted_player
 from fastrl.evaluation.play import RESET_SEED_BOUND, _action
@@ -80,25 +81,28 @@ def play_matches(
     greedy: bool = False,
     params: str | int = "auto",
     trust_code: bool = False,
+    env_id: str | None = None,
 ) -> dict:
-    """``games`` games of the policy of ``target`` against ``opponent`` (see the module's doc)."""
+    """``games`` games of the policy of ``target`` against ``opponent`` (see the module's doc); ``env_id``: in
+    that multi-agent game instead of the run's own, where its rows are the run's (a one-player Pong policy in
+    two-player Pong, every seat shown the screen from the first player's side)."""
     import torch
 
-    from fastrl.envs.pettingzoo import make_game
     from fastrl.evaluation.trained_policy import load_trained
     from fastrl.models.distributions import distribution_for
 
     if not isinstance(games, int) or games < 1:
         raise ConfigError(f"games = {games!r}: expected an int >= 1")
     trained = load_trained(target, params, trust_code)
-    if trained.env_info.agents < 2:
+    if env_id is None and trained.env_info.agents < 2:
         raise ConfigError(
             f"{str(target)!r} trained on {trained.config.env.id!r}, a single-agent env: --opponent plays "
-            "multi-agent (PettingZoo) runs; play it with fastrl eval TARGET --episodes N"
+            "multi-agent (PettingZoo) runs; play it with fastrl eval TARGET --episodes N, or in a multi-agent "
+            "game whose rows are its own with --env GAME --opponent PLAYER"
         )
+    game = _game_of(trained, env_id)
     policy = PolicyPlayer(trained.model, distribution_for(trained.env_info.action), greedy)
     rival = _player_of(opponent, greedy, trust_code, trained.env_info.action.head_size)
-    game = make_game(trained.config.env)
     reset_stream, action_stream = np.random.SeedSequence(seed).spawn(2)
     reset_rng, rng = np.random.default_rng(reset_stream), np.random.default_rng(action_stream)
     outcomes = {agent: [0, 0, 0] for agent in game.agents}  # the policy's wins, draws, losses in each seat
@@ -122,7 +126,7 @@ def play_matches(
     wins, draws, losses = (sum(o[k] for o in outcomes.values()) for k in range(3))
     return {
         "checkpoint": str(trained.path),
-        "env_id": trained.config.env.id,
+        "env_id": game.env_id,
         "opponent": opponent,
         "games": games,
         "wins": wins,
@@ -136,6 +140,36 @@ def play_matches(
         "greedy": greedy,
         "seed": seed,
     }
+
+
+def _game_of(trained, env_id: str | None):
+    """The run's own game, or the multi-agent game ``env_id`` where its rows are the run's. A one-player
+    policy knows only the first player's side: every other seat is shown the screen mirrored to it."""
+    import dataclasses
+
+    from fastrl.envs.pettingzoo import make_game
+    from fastrl.evaluation.play import _on_env
+
+    if env_id is None:
+        return make_game(trained.config.env)
+    env = _on_env(trained.config, env_id).env
+    if trained.env_info.agents < 2:
+        env = dataclasses.replace(env, atari=dataclasses.replace(env.atari, mirror_players=True))
+    try:
+        game = make_game(env)
+    except (UnsupportedEnvError, ImportError) as exc:  # not a PettingZoo id, or one this machine lacks
+        raise ConfigError(f"--env {env_id!r} with --opponent: not a multi-agent game fastrl can make ({exc})") from None
+    info = trained.env_info
+    trained_rows = (tuple(info.obs_shape), np.dtype(info.obs_dtype).name, info.action.head_size)
+    rows = (tuple(game.obs_shape), np.dtype(game.obs_dtype).name, game.action_spec.head_size)
+    if rows != trained_rows or game.size < 2:
+        game.close()
+        raise ConfigError(
+            f"--env {env_id!r}: its rows (observation {rows[0]} {rows[1]}, {rows[2]} action columns, "
+            f"{game.size} agents) are not a multi-agent game of the rows {str(trained.path)!r} trained on "
+            f"({trained_rows[0]} {trained_rows[1]}, {trained_rows[2]})"
+        )
+    return game
 
 
 def _play_one(game, policy: PolicyPlayer, rival, seat: int, reset_seed: int, rng: np.random.Generator):
