@@ -107,6 +107,29 @@ def test_a_killed_worker_ends_the_run_within_seconds(tmp_path, victim):
         assert checkpoint["kind"] in ("stop", "barrier") and checkpoint["optimizer"] is not None
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_learner_has_published_its_weights_when_it_reports_ready(tmp_path, monkeypatch, mode):
+    """The kill above may land the instant every worker is ready: by then the weights the main process saves
+    must be there (a whole set: even sequence counter, version 0), not first written in start()."""
+    from fastrl.buffers.params import SEQ
+    from fastrl.learning import async_learner, learner
+
+    seen = []
+    cls = async_learner.AsyncLearner if mode == "async" else learner.Learner
+
+    class Recording(cls):  # type: ignore[misc, valid-type]
+        def start(self):
+            seen.append((int(self.weights[0].header[SEQ]), self.weights[0].version, bool(self.control.ready.all())))
+            super().start()
+
+    monkeypatch.setattr(async_learner if mode == "async" else learner, cls.__name__, Recording)
+    extra = ["algo.name='impala'", "algo.batch_slots=4"] if mode == "async" else []
+    config, base = cartpole(tmp_path, "engine.serial=true", "run.total_frames=80", *extra, mode=mode)
+    fastrl.train(config, base, run_dir=tmp_path / "run")
+    seq, version, ready = seen[0]
+    assert ready and seq > 0 and seq % 2 == 0 and version == 0
+
+
 def test_a_hung_env_step_is_named_by_the_watchdog(tmp_path):
     message, run_dir = _fail(tmp_path, FAULTY, "env.kwargs={fault='hang', at=30}", "reliability.watchdog_s=1.5", *LONG)
     assert "executor-0 (pid " in message and "has made no progress for" in message

@@ -35,7 +35,6 @@ class AsyncLearner(Learner):
     def start(self) -> None:
         slots = list(range(self.buffers.slots.shape.slots))
         self.channels.free.put_many(slots, timeout=self.spec.config.reliability.queue_timeout_s)
-        self.publish()
         self.released = self.rollout - 1  # the one "go" of an async run
         self.release(self.rollout)
 

@@ -138,6 +138,9 @@ class Learner:
             self._restore(load_checkpoint(spec.resume.checkpoint))
         # room for the state a full disk would leave unsaved; x3: the optimizer's moments come with the first step
         self.store.reserve_for(self._checkpoint("stop"), grow=3.0)
+        # θ published before the worker reports ready, not in start(): a learner killed the moment it is ready
+        # (kill -9 as soon as pids.json appears) must leave weights the main process can save as its checkpoint
+        self.publish()
 
     def _trainer(self, model: torch.nn.Module, stats: np.ndarray):
         """``model``'s update rule, optimizer and checked step, their stats into ``stats``."""
@@ -228,7 +231,7 @@ class Learner:
     # ------------------------------------------------------------------ loop
 
     def start(self) -> None:
-        """Publish θ and release every env into the first rollout (0, or where a resumed run goes on)."""
+        """Release every env into the first rollout (0, or where a resumed run goes on); θ is published already."""
         if self.gossip is not None:
             engine = self.spec.config.engine
             ids = WorkerIds(
@@ -238,7 +241,6 @@ class Learner:
             )
             learners = [ids.learner(i) for i in range(self.spec.learners)]
             self.gossip.wait_for_peers(lambda: bool(self.control.ready[learners].all()))
-        self.publish()
         self.released = self.rollout - 1  # a resumed run's envs begin at its rollout
         self.release(self.rollout)
         with self._naming_what_is_kept():  # a resumed hts run may apply its pending gradient here

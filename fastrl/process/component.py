@@ -19,7 +19,8 @@ from fastrl.spec import RunSpec
 
 class Component(Protocol):
     def start(self) -> None:
-        """Begin: a learner publishes θ and releases the envs; executors and actors wait for its messages."""
+        """Begin: a learner releases the envs (θ it published when built, before ready); executors and actors wait
+        for its messages."""
 
     def poll(self, timeout: float) -> bool:
         """Do the work that is ready, waiting up to ``timeout`` s for some (0: never block); True if any was done."""
