@@ -96,3 +96,41 @@ def test_params_publish_and_load_by_version():
     finally:
         buffers.close()
         buffers.arena.unlink()
+
+
+@pytest.mark.parametrize("weight_slots", [1, 2])
+def test_a_learner_killed_while_publishing_leaves_its_last_whole_weights(weight_slots):
+    """Version 6 half-written (odd counter, garbage in the slot) as a kill -9 mid-copy leaves it: the main process
+    still gets version 5 whole, from the rescue copy (one slot) or from the other slot (two)."""
+    from fastrl.buffers.params import SEQ
+
+    model = torch.nn.Linear(3, 2)
+    n = sum(t.numel() for t in model.state_dict().values())
+    plan = BufferPlan(SlotShape(1, 1, (3,), "float32"), n_params=n, learners=1, workers=1, weight_slots=weight_slots)
+    buffers = RunBuffers.create(plan)
+    try:
+        slot = buffers.shared_params(0, slot=5 % weight_slots)
+        slot.publish(model, 5)
+        rescue = buffers.rescue_params(0)
+        assert (rescue is None) == (weight_slots == 2)
+        if rescue is not None:  # as Learner.publish keeps it
+            rescue.write_flat(slot.flat, 5)
+        torn = buffers.shared_params(0, slot=6 % weight_slots)
+        torn.header[SEQ] += 1  # the learner died here, in the middle of publishing version 6
+        torn.flat.fill_(float("nan"))
+        copy = torch.nn.Linear(3, 2)
+        assert buffers.snapshot_last_whole(copy, torn_wait_s=0.05) == 5
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), copy.state_dict().values()))
+    finally:
+        buffers.close()
+        buffers.arena.unlink()
+
+
+def test_nothing_published_gives_no_weights():
+    plan = BufferPlan(SlotShape(1, 1, (3,), "float32"), n_params=8, learners=1, workers=1)
+    buffers = RunBuffers.create(plan)
+    try:
+        assert buffers.snapshot_last_whole(torch.nn.Linear(3, 2), torn_wait_s=0.05) is None
+    finally:
+        buffers.close()
+        buffers.arena.unlink()

@@ -14,9 +14,14 @@ from fastrl.buffers.slots import SlotShape, TrajectorySlots
 
 def param_arrays(n_params: int, learners: int, weight_slots: int = 1) -> list[tuple[str, tuple[int, ...], str]]:
     """The published weights (``fastrl.buffers.params``): learner l's slot k is row l * weight_slots + k;
-    its header row, 8 int64 = one cache line, is [seqlock counter, version, ...]."""
+    its header row, 8 int64 = one cache line, is [seqlock counter, version, ...]. With one slot per learner,
+    a ``params_rescue`` copy of it (row l), written after it: a learner killed while publishing leaves one
+    whole set of the two for the main process to save (with two slots, the other slot is that set)."""
     sets = learners * weight_slots
-    return [("params", (sets, n_params), "float32"), ("params_header", (sets, 8), "int64")]
+    arrays = [("params", (sets, n_params), "float32"), ("params_header", (sets, 8), "int64")]
+    if weight_slots == 1:
+        arrays += [("params_rescue", (learners, n_params), "float32"), ("params_rescue_header", (learners, 8), "int64")]
+    return arrays
 
 
 def pool_arrays(n_params: int, pool: int, games: int) -> list[tuple[str, tuple[int, ...], str]]:
@@ -62,8 +67,8 @@ class RunBuffers:
         self.control = Control(arena.arrays)
 
     def shared_params(self, learner: int = 0, name: str = "params", slot: int = 0):
-        """The learner's published weights (``slot`` of its ``plan.weight_slots``), or its gala ``mailbox``
-        (imports torch, so executors never call it)."""
+        """The learner's published weights (``slot`` of its ``plan.weight_slots``), or its gala ``mailbox`` or
+        ``params_rescue`` row (imports torch, so executors never call it)."""
         from fastrl.buffers.params import SharedParams
 
         row = learner * self.plan.weight_slots + slot if name == "params" else learner
@@ -80,10 +85,21 @@ class RunBuffers:
         """[2, games]: the pool slot each env's opponents play with in the rollouts of each parity."""
         return self.arena.arrays["opponents"]
 
-    def newest_params(self, learner: int = 0):
-        """The learner's weight slot holding the highest published version (what a dead learner left)."""
-        slots = [self.shared_params(learner, slot=k) for k in range(self.plan.weight_slots)]
-        return max(slots, key=lambda params: params.version)
+    def rescue_params(self, learner: int = 0):
+        """The copy a learner with one weight slot keeps of it (``param_arrays``); None with two slots."""
+        return self.shared_params(learner, "params_rescue") if self.plan.weight_slots == 1 else None
+
+    def snapshot_last_whole(self, model, learner: int = 0, torn_wait_s: float = 1.0) -> int | None:
+        """A dead learner's last good weights into ``model``: of every set it published (slots and rescue), the
+        newest whole one (a set its death left half-written is passed over); their version, or None when none
+        was ever published."""
+        sets = [self.shared_params(learner, slot=k) for k in range(self.plan.weight_slots)]
+        rescue = self.rescue_params(learner)
+        for weights in sorted(sets + ([rescue] if rescue is not None else []), key=lambda params: -params.version):
+            version = weights.snapshot_into(model, torn_wait_s)
+            if version is not None:
+                return version
+        return None
 
     @classmethod
     def create(cls, plan: BufferPlan) -> RunBuffers:

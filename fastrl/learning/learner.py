@@ -90,6 +90,7 @@ class Learner:
         )
         self.index = index
         self.weights = [buffers.shared_params(index, slot=k) for k in range(self.mode.weight_slots)]
+        self.rescue = buffers.rescue_params(index)  # one slot: its copy, whole while the slot is being written
         self.control = buffers.control
         self.stats = buffers.control.learner_stats[index]
         self.stats[Stat.LR] = self.algo.lr
@@ -351,7 +352,10 @@ class Learner:
             self.selfplay.prepare(self.version, self.model)
         if self.policies is not None:
             self.policies.publish(self.version)
-        self.weights[self.version % len(self.weights)].publish(self.model, self.version)
+        published = self.weights[self.version % len(self.weights)]
+        published.publish(self.model, self.version)
+        if self.rescue is not None:  # after the slot, from it: a memcpy, no second device-to-host copy
+            self.rescue.write_flat(published.flat, self.version)
         self.stats[Stat.VERSION] = self.version
 
     def release(self, newest: int) -> None:

@@ -95,9 +95,9 @@ def _save_from_shared_params(
     from fastrl.models.policy import build_policy
 
     model = build_policy(spec.env_info, spec.config)
-    version = buffers.newest_params(learner).snapshot_into(model)
+    version = buffers.snapshot_last_whole(model, learner)
     if version is None:
-        return "the learner never published weights, or died while publishing them"
+        return "the learner never published weights"
     state = {
         "model": model.state_dict(),
         "optimizer": None,
