@@ -18,7 +18,10 @@ def param_arrays(n_params: int, learners: int, weight_slots: int = 1) -> list[tu
     a ``params_rescue`` copy of it (row l), written after it: a learner killed while publishing leaves one
     whole set of the two for the main process to save (with two slots, the other slot is that set)."""
     sets = learners * weight_slots
-    arrays = [("params", (sets, n_params), "float32"), ("params_header", (sets, 8), "int64")]
+    arrays: list[tuple[str, tuple[int, ...], str]] = [
+        ("params", (sets, n_params), "float32"),
+        ("params_header", (sets, 8), "int64"),
+    ]
     if weight_slots == 1:
         arrays += [("params_rescue", (learners, n_params), "float32"), ("params_rescue_header", (learners, 8), "int64")]
     return arrays
