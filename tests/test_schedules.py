@@ -50,6 +50,21 @@ def test_a_late_anneal_holds_the_learning_rate_until_its_start():
     assert [schedules.learning_rate(rest, f, 1000) for f in (300, 800, 1000)] == pytest.approx([1e-3, 5e-4, 0])
 
 
+def test_a_late_entropy_anneal_keeps_the_constant_bonus_bits_until_its_start():
+    plain = AlgoConfig(entropy_coef=0.01)
+    late = AlgoConfig(
+        entropy_coef=0.01, entropy_schedule="linear", entropy_final=0.0, entropy_anneal_start=1000,
+        entropy_anneal_frames=500,
+    )
+    for frames in (0, 1, 333, 999, 1000):  # the same floats, not approximately: runs that end before it keep their bits
+        assert schedules.entropy_coef(late, frames, 10_000) == schedules.entropy_coef(plain, frames, 10_000)
+    values = [schedules.entropy_coef(late, f, 10_000) for f in (1250, 1500, 9000)]
+    assert values == pytest.approx([0.005, 0.0, 0.0])
+    assert schedules.entropy_coef(late, 625, 10_000, share=2) == pytest.approx(0.005)  # each learner: its share
+    rest = AlgoConfig(entropy_coef=0.01, entropy_schedule="linear", entropy_anneal_start=600)  # the rest of the run
+    assert [schedules.entropy_coef(rest, f, 1000) for f in (300, 800, 1000)] == pytest.approx([0.01, 0.005, 0.0])
+
+
 def test_a_late_cooldown_leaves_every_rate_before_it_bit_identical_then_scales_it_down():
     plain = AlgoConfig(lr=5e-4, lr_schedule="linear")
     cooled = AlgoConfig(

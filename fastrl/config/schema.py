@@ -248,6 +248,13 @@ class AlgoConfig:
         "algo.entropy_schedule = 'linear': frames to go from entropy_coef to entropy_final (0: run.total_frames)",
         min=0,
     )
+    entropy_anneal_start: int = _f(
+        0,
+        "algo.entropy_schedule = 'linear': frames the bonus is held at entropy_coef before its anneal begins (the "
+        "anneal then takes entropy_anneal_frames, or what is left of run.total_frames): explore through the take-off, "
+        "sharpen only after it; every update before it is the constant bonus's, bit for bit",
+        min=0,
+    )
     value_coef: float = _f(0.5, "value loss weight", min=0.0)
     max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
     epochs: int = _f(3, "ppo: passes over each storage per update", min=1, max=1000)

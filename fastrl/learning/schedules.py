@@ -41,11 +41,14 @@ def _cooldown(algo: AlgoConfig, frames: float, share: int) -> float:
 
 
 def entropy_coef(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
-    """``entropy_coef``, or ``entropy_coef`` moved linearly to ``entropy_final`` over
-    ``entropy_anneal_frames`` (0: ``total_frames``) and held there."""
+    """``entropy_coef``, or ``entropy_coef`` held for ``entropy_anneal_start`` frames (exactly: the updates
+    before it are the constant bonus's bits), then moved linearly to ``entropy_final`` over
+    ``entropy_anneal_frames`` (0: the rest of ``total_frames``) and held there."""
     if algo.entropy_schedule == "constant":
         return algo.entropy_coef
-    return _annealed(algo.entropy_coef, algo.entropy_final, algo.entropy_anneal_frames, frames, total_frames, share)
+    begin = algo.entropy_anneal_start
+    span = algo.entropy_anneal_frames or max(total_frames - begin, 1)
+    return _annealed(algo.entropy_coef, algo.entropy_final, span, frames - begin // share, total_frames, share)
 
 
 def clip_range(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
