@@ -15,7 +15,7 @@ import tomllib
 from fastrl.cli import main
 from fastrl.config import ConfigError
 from fastrl.tuning.params import parse_param
-from fastrl.tuning.study import seed_score
+from fastrl.tuning.study import median_pruner, seed_score
 
 CARTPOLE = "configs/cartpole_ppo.toml"
 STUDY = ["--target", "60", "--max-minutes", "0.4", "--window", "10", "--prune-every-frames", "0",
@@ -75,6 +75,26 @@ def test_a_seed_that_misses_counts_its_cap_and_its_gap():
     near = {"reached": False, "wall_s": None, "curve": [{"return_mean": 17.0}, {"return_mean": 9.0}]}
     far = {"reached": False, "wall_s": None, "curve": [{"return_mean": -21.0}]}
     assert 600.0 < seed_score(near, 18.0, 600.0) < seed_score(far, 18.0, 600.0)
+
+
+@pytest.mark.unit
+def test_the_pruner_never_stops_a_trial_at_its_first_mark_and_does_at_its_second():
+    """A Pong study (2026-11-28) pruned four trials of ten at 0.27M frames, its first mark, at -20.5 to -18.6:
+    the warm-up ended one mark early."""
+    optuna = pytest.importorskip("optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    every = 250_000
+    study = optuna.create_study(direction="minimize", pruner=median_pruner(every))
+    for _ in range(2):  # two finished trials that scored well at both marks
+        done = study.ask()
+        done.report(-10.0, step=every)
+        done.report(-15.0, step=2 * every)
+        study.tell(done, 100.0)
+    behind = study.ask()
+    behind.report(20.0, step=every)
+    assert not behind.should_prune()
+    behind.report(20.0, step=2 * every)
+    assert behind.should_prune()
 
 
 @pytest.mark.slow  # ~30 s, the default run's longest; it once saw no Ctrl-C land mid-trial (exit 0, 2026-11-26)
