@@ -33,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--study", help="the study's folder (default: run.dir/tune-<config>); rerun to go on")
     parser.add_argument("--sampler-seed", type=int, default=0, help="the TPE sampler's seed")
+    parser.add_argument(
+        "--startup-trials",
+        type=int,
+        default=10,
+        help="trials drawn at random before TPE models the others (default 10, Optuna's; lower it for short studies)",
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="fixed config overrides")
 
 
@@ -65,6 +71,8 @@ def _options(args: argparse.Namespace):
         raise ConfigError(f"--seeds {args.seeds!r}: expected comma-separated integers, e.g. 0,1") from None
     if not seeds:
         raise ConfigError("--seeds: at least one seed")
+    if args.startup_trials < 0:
+        raise ConfigError(f"--startup-trials {args.startup_trials}: expected 0 or more trials")
     if args.prune_every_frames < 0:
         raise ConfigError(f"--prune-every-frames {args.prune_every_frames}: expected 0 (off) or more frames")
     base = resolve_config(args.config, args.set)
@@ -83,4 +91,5 @@ def _options(args: argparse.Namespace):
         prune_every_frames=args.prune_every_frames,
         jobs=args.jobs,
         sampler_seed=args.sampler_seed,
+        startup_trials=args.startup_trials,
     )
