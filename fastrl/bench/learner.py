@@ -279,7 +279,9 @@ def _random_batch(info, size: int, device=None):
     batch = PPOBatch(torch.from_numpy(obs), torch.from_numpy(action), floats() - 2.0, floats(), floats(), floats())
     if device is None:
         return batch
-    return PPOBatch(*(getattr(batch, f).to(device) for f in PPOBatch.__dataclass_fields__))
+    # the optional multi-agent fields stay None: every row counts
+    moved = (getattr(batch, f) for f in PPOBatch.__dataclass_fields__)
+    return PPOBatch(*(None if tensor is None else tensor.to(device) for tensor in moved))
 
 
 def _train_step(model, optimizer, data, algo, distribution) -> None:
