@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+import fastrl
 from fastrl.bench.alpha_beta import exposed_allreduce_s, fit_alpha_beta, ring_allreduce_s
 from fastrl.bench.rank_group import BackwardProfile, BenchFailed, Options, _delivered, run_group
 from fastrl.cli import main as cli_main
@@ -32,7 +33,11 @@ def test_multinode_bench_reports_both_models_at_1_and_2_ranks_and_projects_them(
     assert [entry["config"] for entry in result["models"]] == ["configs/cartpole_sync.toml", "configs/pong_sync.toml"]
     mlp, cnn = result["models"]
     assert (mlp["model"], mlp["algo"], mlp["steps_per_update"], mlp["step_rows"]) == ("MLPPolicy", "a2c", 1, 40)
-    assert (cnn["model"], cnn["algo"], cnn["steps_per_update"], cnn["step_rows"]) == ("NatureCNN", "ppo", 16, 256)
+    # PPO's steps per update are the default job's epochs x minibatches, read from its config (not a number here
+    # that goes stale when the default changes: it was 16 at 4 epochs, 12 at 3)
+    pong = fastrl.api.resolve_config("configs/pong_sync.toml", [])
+    steps = pong.algo.epochs * pong.algo.minibatches
+    assert (cnn["model"], cnn["algo"], cnn["steps_per_update"], cnn["step_rows"]) == ("NatureCNN", "ppo", steps, 256)
     for entry in result["models"]:
         assert entry["allreduce_bytes"] == 4 * entry["parameters"] > 0
         assert set(entry["ranks"]) == {"1", "2"}
