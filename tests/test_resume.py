@@ -11,7 +11,7 @@ import torch
 
 import fastrl
 from fastrl.config import ConfigError
-from fastrl.runs.checkpoint import CheckpointStore, load_checkpoint
+from fastrl.runs.checkpoint import CheckpointStore, load_checkpoint, read_env_episodes
 from tests.helpers.runs import cartpole
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
@@ -41,12 +41,15 @@ ANNEALED_CLIP = ["algo.clip_schedule='linear'", "algo.clip=0.3", "algo.clip_fina
                                             pytest.param("hts", "ppo", marks=pytest.mark.slow)])
 def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode, algo):
     job = [f"algo.name='{algo}'", *ANNEALED, *(ANNEALED_CLIP if algo == "ppo" else [])]
-    _, whole = _train(tmp_path, "whole", "engine.serial=true", "run.total_frames=800", *job, mode=mode)
+    whole_summary, whole = _train(tmp_path, "whole", "engine.serial=true", "run.total_frames=800", *job, mode=mode)
     _, half = _train(tmp_path, "half", "run.total_frames=400", *job, mode=mode)  # processes
     first = load_checkpoint(half)
     assert first["exact"] and first["kind"] == "final" and first["rollout"] == 10
     summary = fastrl.train(resume=half, overrides=["run.total_frames=800", "engine.executors=2"])
     assert summary["frames"] == 800
+    # the window of 100 holds every episode of both halves: the stopped half's came back with the checkpoint
+    assert summary["episodes"] < whole_summary["episodes"] <= 100
+    assert summary["final_return_mean"] == pytest.approx(whole_summary["final_return_mean"])
     resumed = load_checkpoint(half)
     assert resumed["frames"] == 800 and resumed["rollout"] == 20
     assert _identical(resumed["model"], load_checkpoint(whole)["model"])
@@ -57,6 +60,20 @@ def test_stopped_at_a_checkpoint_and_resumed_equals_uninterrupted(tmp_path, mode
     assert lines[-1]["lr"] == pytest.approx(1e-4)
     if algo == "ppo":
         assert lines[-1]["clip"] == pytest.approx(0.1)
+
+
+def test_a_resumed_runs_return_window_starts_with_the_episodes_before_the_checkpoint_in_their_order(tmp_path):
+    # one executor in one process: episodes reach the window in the order they end (rollout, step, env), so the
+    # uninterrupted run's window of 5 is the resumed run's, whose last rollout ends too few episodes to fill it
+    serial = ["engine.serial=true", "engine.executors=1", "algo.name='a2c'", "run.return_window=5"]
+    whole_summary, _ = _train(tmp_path, "whole", *serial, "run.total_frames=440")
+    _, half = _train(tmp_path, "half", *serial, "run.total_frames=400")
+    saved = read_env_episodes(CheckpointStore(half / "checkpoints").env_dir(10))
+    assert sorted(saved) == list(range(8)) and all(0 < len(ended) <= 5 for ended in saved.values())
+    assert all(rollout < 10 and 0 <= step < 5 for ended in saved.values() for rollout, step, _, _ in ended)
+    summary = fastrl.train(resume=half, overrides=["run.total_frames=440"])
+    assert summary["frames"] == 440 and summary["episodes"] < 5
+    assert summary["final_return_mean"] == pytest.approx(whole_summary["final_return_mean"])
 
 
 @pytest.mark.parametrize("mode", ["sync", "hts"])

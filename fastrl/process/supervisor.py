@@ -23,6 +23,7 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
 from fastrl.buffers import BufferPlan, RunBuffers
 from fastrl.buffers.arena import SHM_DIR, ShmSpaceError, check_space, shm_free_bytes
@@ -49,6 +50,7 @@ from fastrl.process.lifeline import stop_processes
 from fastrl.process.signals import SignalGuard
 from fastrl.process.watchdog import stale_worker, stall_fault
 from fastrl.ranks.launch import RankFailed, RankLink, run_root
+from fastrl.runs.checkpoint import read_env_episodes
 from fastrl.runs.run_dir import RunDir
 from fastrl.sampling.channels import Channels
 from fastrl.spec import ResumePoint, RunSpec, WorkerIds
@@ -286,6 +288,8 @@ class Supervisor:
             if self.link is not None:  # rank 0's metrics are the run's: every rank's episodes and frames
                 take, remote = self.link.episodes(take), self._remote_frames if self.link.ranks.leader else None
             telemetry = Telemetry(self.config, self.run_dir, buffers.control, self.ids, take, remote)
+            if self.resume is not None and self.resume.env_states:
+                telemetry.resume_windows(read_env_episodes(Path(self.resume.env_states)))
         except BaseException:
             buffers.close()
             buffers.arena.unlink()

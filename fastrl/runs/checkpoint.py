@@ -11,7 +11,9 @@
   ``hts`` a final checkpoint's ``model`` has the last gradient applied, ``resume`` holds the
   state before it and the pending gradient).
 - ``ckpt-<rollout>.envs/executor-<i>.pkl``: every env's state, RNG stream, episode counters and
-  last observation at that barrier, written by the executors while the envs were parked.
+  last observation at that barrier, written by the executors while the envs were parked; beside each,
+  ``executor-<i>.episodes.json``: each env's last ``run.return_window`` finished episodes, from which a
+  resumed run's return windows start where the stopped run's were.
 - ``latest.pt``: a hard link to the newest ``ckpt-*.pt``.
 - ``.reserve``: disk space held for the next checkpoint (a checkpoint's size and a quarter), given up
   to the checkpoint a full disk would otherwise refuse: the run then stops with that state saved.
@@ -29,6 +31,7 @@ run is resumed, and only from files this user owns that nobody else may write.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import pickle
@@ -296,6 +299,25 @@ def read_env_states(directory: Path) -> dict[int, dict]:
         with open(path, "rb") as f:
             states.update(pickle.load(f))
     return states
+
+
+def write_env_episodes(directory: Path, worker: str, episodes: dict[int, list]) -> None:
+    """One executor's last finished episodes per env, ``{env index: [(rollout, step, return, length), ...]}``, as
+    ``directory/<worker>.episodes.json`` beside its env states: plain JSON, so the main process seeds a resumed
+    run's return windows from it without unpickling anything."""
+    directory.mkdir(mode=0o750, parents=True, exist_ok=True)
+    text = json.dumps({str(env): ended for env, ended in episodes.items()})
+    atomic_write(directory / f"{worker}.episodes.json", lambda f: f.write(text.encode()))
+
+
+def read_env_episodes(directory: Path) -> dict[int, list[tuple[int, int, float, int]]]:
+    """Every executor's ``write_env_episodes`` in ``directory``, by env index ({} for a checkpoint made before
+    they were saved)."""
+    episodes: dict[int, list[tuple[int, int, float, int]]] = {}
+    for path in sorted(directory.glob("*.episodes.json")):
+        for env, ended in json.loads(path.read_text()).items():
+            episodes[int(env)] = [(int(r), int(t), float(ret), int(n)) for r, t, ret, n in ended]
+    return episodes
 
 
 def env_state_files(directory: Path) -> list[Path]:

@@ -33,6 +33,7 @@ import logging
 import random
 import time
 import traceback
+from collections import deque
 from pathlib import Path
 from queue import Empty
 
@@ -49,7 +50,13 @@ from fastrl.envs.registry import make_envs
 from fastrl.errors import EnvError
 from fastrl.learning.named_policies import policy_map
 from fastrl.partition import opponent_rows, owner_of, split
-from fastrl.runs.checkpoint import CheckpointStore, read_env_states, write_env_states
+from fastrl.runs.checkpoint import (
+    CheckpointStore,
+    read_env_episodes,
+    read_env_states,
+    write_env_episodes,
+    write_env_states,
+)
 from fastrl.sampling.channels import Channels, decode_go, encode_request
 from fastrl.sampling.slot_cycles import cycle_for
 from fastrl.seeding import env_rng
@@ -137,6 +144,7 @@ class Executor:
         self.first_rollout = spec.resume.rollout if spec.resume else 0
         self.slots = spec.slot_map  # where each env's steps live
         self.rngs, self.restored = self._streams_and_states()
+        self.recent_episodes = self._recent_episodes()
         self.cycle = cycle_for(self)  # the mode's part: barriers, or the async queues
 
     def _groups(self) -> list[list[int]] | None:
@@ -164,6 +172,13 @@ class Executor:
                 rng = env_rng(seed, self.spec.global_env(env), restart=self.first_rollout)
             rngs.append(rng)
         return rngs, restored
+
+    def _recent_episodes(self) -> list[deque[tuple[int, int, float, int]]]:
+        """Each env's last ``run.return_window`` finished episodes as ``(rollout, step, return, length)``, saved
+        with its state so that a resumed run's return windows start full (from the checkpoint's, on resume)."""
+        resume, window = self.spec.resume, self.spec.config.run.return_window
+        saved = read_env_episodes(Path(resume.env_states)) if resume and resume.env_states else {}
+        return [deque(saved.get(env, ()), maxlen=window) for env in self.env_list]
 
     # ------------------------------------------------------------------ loop (fastrl.process.component's protocol)
 
@@ -308,6 +323,9 @@ class Executor:
                 if done == TRUNCATED:  # the reset overwrites the final observation; the learner values it
                     self.final_obs[row] = self.obs[row + 1]
                 episodes.append((self.env_list[i], self.episode_return[i], self.episode_length[i]))
+                self.recent_episodes[i].append(
+                    (self.env_rollout[i], self.t[i], self.episode_return[i], self.episode_length[i])
+                )
                 self.episode_return[i] = 0.0
                 self.episode_length[i] = 0
                 self._reset(i, row + 1)
@@ -398,6 +416,8 @@ class Executor:
             raise RuntimeError(f"{self.name}: asked to save env states for rollout {rollout} while not parked")
         states = {e: self._env_state(i) for i, e in enumerate(self.env_list)}
         write_env_states(self.store.env_dir(rollout), self.name, states)
+        recent = {e: list(self.recent_episodes[i]) for i, e in enumerate(self.env_list)}
+        write_env_episodes(self.store.env_dir(rollout), self.name, recent)
         self.saved_rollout = rollout
         self.control.mark_env_saved(self.worker, rollout)
 

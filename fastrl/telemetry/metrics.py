@@ -101,15 +101,27 @@ class Telemetry:
 
     def drain_episodes(self) -> None:
         for env, ret, _length in self.take_episodes():
-            self.returns.append(ret)
+            self._into_windows(env, ret)
             self.interval_returns.append(ret)
-            if env is not None:
-                self.learner_returns[self.learner_of[env]].append(ret)
-                if self.policy_of_env is not None:
-                    self.policy_returns[self.policy_of_env[env]].append(ret)
-                if self.policy_ratings is not None:
-                    self.policy_ratings.add(env, ret)
+            if env is not None and self.policy_ratings is not None:
+                self.policy_ratings.add(env, ret)
             self.episodes += 1
+
+    def resume_windows(self, episodes: dict[int, list[tuple[int, int, float, int]]]) -> None:
+        """A resumed run's return windows start as the stopped run's ended, not empty: ``episodes`` are the
+        executors' saved ``{env: [(rollout, step, return, length), ...]}``, put in in the order they ended
+        (rollout, step, env). Under torchrun rank 0 saved only its own envs', so its window starts with those."""
+        ended = sorted((rollout, step, env, ret) for env, saved in episodes.items() for rollout, step, ret, _ in saved)
+        for _rollout, _step, env, ret in ended:
+            self._into_windows(env, ret)
+
+    def _into_windows(self, env: int | None, ret: float) -> None:
+        """``env`` None: another rank's episode, in the run's window only."""
+        self.returns.append(ret)
+        if env is not None:
+            self.learner_returns[self.learner_of[env]].append(ret)
+            if self.policy_of_env is not None:
+                self.policy_returns[self.policy_of_env[env]].append(ret)
 
     @property
     def return_mean(self) -> float:
