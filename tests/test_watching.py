@@ -196,3 +196,46 @@ def test_progress_after_resume_shows_the_fps_of_new_frames_and_one_final_line(tm
     fps = int(match[1].replace(",", ""))
     assert summary["fps"] == pytest.approx(800 / summary["train_s"], rel=0.01)
     assert fps == pytest.approx(summary["fps"], abs=1)  # 800 new frames / this session's time, not 1,600
+
+
+def test_metrics_fps_stays_steady_though_frames_arrive_a_whole_update_at_a_time(tmp_path, monkeypatch):
+    """The default job's learner adds 4,096 frames every ~1.8 s; lines every 5 s hold two or three updates.
+    The line's fps is dated at the updates, so a steady run shows one rate, not 1.6K and 2.5K by turns."""
+    from fastrl.api import resolve_config
+    from fastrl.buffers.control import Control, Stat, control_arrays
+    from fastrl.runs.run_dir import RunDir
+    from fastrl.spec import WorkerIds
+    from fastrl.telemetry import metrics
+
+    clock = [1000.0]
+    monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
+    config = resolve_config("configs/cartpole_sync.toml", [f"run.dir='{tmp_path}'", "run.progress=false",
+                                                           "run.tensorboard=false", "run.log_interval_s=5.0"])
+    control = Control({name: np.zeros(shape, dtype) for name, shape, dtype in control_arrays(3, 1)})
+    telemetry = metrics.Telemetry(config, RunDir.create(config, tmp_path / "run"), control, WorkerIds(1, 1, 1),
+                                  take_episodes=lambda: [])
+    telemetry.mark_ready()
+    for tick in range(1, 601):  # a minute of the supervisor's 0.1-s loop
+        clock[0] = 1000.0 + tick / 10
+        control.learner_stats[0, Stat.FRAMES] = 4096 * (tick // 18)  # an update done every 1.8 s
+        telemetry.tick()
+    clock[0] += 7.0  # the learner stops (a long checkpoint, say): the next line has no update in it
+    telemetry.tick()
+    telemetry.close()
+    rates = [line["fps"] for line in _lines(tmp_path / "run")]
+    assert len(rates) == 13
+    assert rates[1:-1] == pytest.approx([4096 / 1.8] * 11, abs=0.1)  # rounded to 0.1; the first from start-up
+    assert rates[-1] == 0.0
+
+
+def test_step_rate_counts_from_the_last_increase_before_each_take():
+    from fastrl.telemetry.metrics import StepRate
+
+    rate = StepRate(100.0, now=10.0)
+    rate.observe(100.0, 11.0)  # no change: the anchor stays at 10 s
+    rate.observe(200.0, 12.0)
+    rate.observe(200.0, 13.0)
+    assert rate.take() == pytest.approx(50.0)  # 100 frames from 10 s to 12 s, not to 13 s
+    rate.observe(500.0, 14.0)
+    assert rate.take() == pytest.approx(150.0)  # from 12 s
+    assert rate.take() == 0.0  # nothing since
