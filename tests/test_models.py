@@ -66,6 +66,7 @@ def _vectors(n: int, shape=CARTPOLE, seed: int = 1) -> torch.Tensor:
     (lambda: MLPPolicy((2, 3), 5, hidden=[32]), lambda: _vectors(3, (2, 3))),
     (lambda: NatureCNN(ATARI, 6), lambda: random_frames(3)),
     (lambda: ShallowCNN(ATARI, 6), lambda: random_frames(3)),
+    (lambda: NatureCNN(ATARI, 6, layer_norm=True), lambda: random_frames(3)),
     (lambda: ImpalaResNet(ATARI, 6), lambda: random_frames(2)),
     (lambda: ImpalaResNet(ATARI, 6, channels=(8, 16)), lambda: random_frames(2)),
 ])
@@ -88,6 +89,37 @@ def test_image_models_size_features_from_obs_shape(cls, shape):
 def test_shallow_is_a_different_size_from_nature():
     n_params = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     assert n_params(ShallowCNN(ATARI, 6)) < 0.6 * n_params(NatureCNN(ATARI, 6))
+
+
+@pytest.mark.parametrize("cls", [NatureCNN, ShallowCNN])
+def test_layer_norm_puts_every_pre_activation_at_zero_mean_and_unit_scale(cls):
+    """``layer_norm=True``: each conv's and the FC's output, per sample, has mean 0 and variance 1 before its
+    ReLU (at init: the norms' weights are 1, their biases 0); without it, the scales are what the weights give."""
+    plain, normed = cls(ATARI, 6), cls(ATARI, 6, layer_norm=True)
+    assert not any(isinstance(m, nn.LayerNorm) for m in plain.modules())
+    x = random_frames(4).float() / 255.0
+    pre_activations = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: pre_activations.append(out.detach().clone()))
+             for m in normed.modules() if isinstance(m, nn.LayerNorm)]
+    normed(x)
+    for h in hooks:
+        h.remove()
+    assert len(pre_activations) == len(cls.CONVS) + 1  # one per conv, one for the FC layer
+    for out in pre_activations:
+        per_sample = out.flatten(1)
+        torch.testing.assert_close(per_sample.mean(1), torch.zeros(4), atol=1e-4, rtol=0)
+        torch.testing.assert_close(per_sample.var(1, unbiased=False), torch.ones(4), atol=1e-2, rtol=0)
+    n_params = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert n_params(normed) > n_params(plain)  # the norms' elementwise weights and biases learn
+
+
+def test_layer_norm_from_model_kwargs_and_its_bad_value_named():
+    model = build_model("nature", ATARI, np.uint8, 6, kwargs={"layer_norm": True})
+    assert sum(isinstance(m, nn.LayerNorm) for m in model.modules()) == 4
+    with pytest.raises(ValueError, match=r"'shallow'.*layer_norm must be true or false, got 'yes'"):
+        build_model("shallow", ATARI, np.uint8, 6, kwargs={"layer_norm": "yes"})
+    with pytest.raises(ValueError, match=r"'impala'.*bad kwargs \['layer_norm'\]"):
+        build_model("impala", ATARI, np.uint8, 6, kwargs={"layer_norm": True})
 
 
 @pytest.mark.parametrize("cls", [NatureCNN, ShallowCNN, ImpalaResNet])
@@ -293,8 +325,9 @@ def test_microbatched_forward_is_batch_invariant_mlp(micro_batch):
 
 
 @pytest.mark.parametrize("precision,micro_batch", [("fp32", 16), ("fp32", 8), ("bf16", 16), ("bf16", 8)])
-def test_microbatched_forward_is_batch_invariant_nature_cnn(precision, micro_batch):
-    model = NatureCNN(ATARI, 6)
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_microbatched_forward_is_batch_invariant_nature_cnn(precision, micro_batch, layer_norm):
+    model = NatureCNN(ATARI, 6, layer_norm=layer_norm)
     model.set_precision(precision)
     assert_rows_batch_invariant(model, random_frames(40), micro_batch, np.random.default_rng(1), extra_partitions=1)
 

@@ -9,6 +9,10 @@ Three sizes to pick from (multiply-accumulates per 4x84x84 observation, paramete
 - ``NatureCNN``    ~9.3 M MACs, ~1.7 M params (Mnih et al. 2015)
 - ``ShallowCNN``   ~7.6 M MACs, ~0.9 M params (the A2C / GALA / HTS-RL network)
 - ``ImpalaResNet`` ~54 M MACs,  ~1.1 M params (Espeholt et al. 2018, 15 conv layers)
+
+``NatureCNN`` and ``ShallowCNN`` take ``layer_norm=True`` (``model.kwargs.layer_norm``): a LayerNorm over
+each conv's [C, H, W] output and over the FC layer, before its ReLU, as PQN's network has (Gallici et al.
+2024). It keeps every layer's pre-activations at zero mean and unit scale however the weights move.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class _ImagePolicy(HeadedPolicy):
         normalize_value: bool = False,
         gaussian: bool = False,
         lstm: int = 0,
+        layer_norm: bool = False,
     ):
         super().__init__()
         self.obs_shape = obs_shape
@@ -66,10 +71,12 @@ class _ImagePolicy(HeadedPolicy):
         self.obs_normalizer = ObsNormalizer(obs_shape) if normalize_obs else None
         self.value_normalizer = ValueNormalizer() if normalize_value else None
         flat = _flat_size(type(self).__name__, features, obs_shape)
+        fc_norm = [nn.LayerNorm(fc_size)] if layer_norm else []
         self.body = nn.Sequential(
             features,
             nn.Flatten(),
             init_orthogonal(nn.Linear(flat, fc_size), _RELU_GAIN),
+            *fc_norm,
             nn.ReLU(inplace=True),
         )
         self._build_heads(fc_size, n_actions, gaussian, lstm, init_orthogonal)
@@ -91,18 +98,25 @@ class _ImagePolicy(HeadedPolicy):
         return h.float()
 
 
-def _conv_stack(in_channels: int, specs: Sequence[tuple[int, int, int]]) -> nn.Sequential:
-    """Conv + ReLU per ``(out_channels, kernel, stride)``, orthogonal init with the ReLU gain."""
+def _conv_stack(
+    obs_shape: tuple[int, ...], specs: Sequence[tuple[int, int, int]], layer_norm: bool = False
+) -> nn.Sequential:
+    """Conv [+ LayerNorm over its C, H, W] + ReLU per ``(out_channels, kernel, stride)``, orthogonal init with
+    the ReLU gain. ``obs_shape`` [C, H, W] sizes the norms."""
     layers: list[nn.Module] = []
+    channels, size = obs_shape[0], obs_shape[1:]
     for out_channels, kernel, stride in specs:
-        conv = nn.Conv2d(in_channels, out_channels, kernel, stride=stride)
-        layers += [init_orthogonal(conv, _RELU_GAIN), nn.ReLU(inplace=True)]
-        in_channels = out_channels
+        conv = init_orthogonal(nn.Conv2d(channels, out_channels, kernel, stride=stride), _RELU_GAIN)
+        size = tuple((s - kernel) // stride + 1 for s in size)
+        norm = [nn.LayerNorm([out_channels, *size])] if layer_norm and min(size) >= 1 else []
+        layers += [conv, *norm, nn.ReLU(inplace=True)]
+        channels = out_channels
     return nn.Sequential(*layers)
 
 
 class _PlainCNN(_ImagePolicy):
-    """``CONVS`` (``(out_channels, kernel, stride)`` each, ReLU after each) -> FC 512 -> heads."""
+    """``CONVS`` (``(out_channels, kernel, stride)`` each, ReLU after each) -> FC 512 -> heads;
+    ``layer_norm``: a LayerNorm before each ReLU."""
 
     CONVS: tuple[tuple[int, int, int], ...] = ()
 
@@ -114,10 +128,13 @@ class _PlainCNN(_ImagePolicy):
         normalize_value: bool = False,
         gaussian: bool = False,
         lstm: int = 0,
+        layer_norm: bool = False,
     ):
         shape = _check_image_shape(type(self).__name__, obs_shape, n_actions)
-        features = _conv_stack(shape[0], self.CONVS)
-        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm)
+        if not isinstance(layer_norm, bool):
+            raise ValueError(f"{type(self).__name__}: layer_norm must be true or false, got {layer_norm!r}")
+        features = _conv_stack(shape, self.CONVS, layer_norm)
+        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm, layer_norm)
 
 
 class NatureCNN(_PlainCNN):
