@@ -228,6 +228,38 @@ def test_metrics_fps_stays_steady_though_frames_arrive_a_whole_update_at_a_time(
     assert rates[-1] == 0.0
 
 
+def test_gala_lines_date_each_learners_updates_per_s_at_its_updates(tmp_path, monkeypatch):
+    """gala's per-learner updates_per_s the same way as fps: learners that finish an update every 1.8 s and
+    2.4 s show those rates on every line, not two or three updates per 5 s by turns; the summary's is the run's."""
+    from fastrl.api import resolve_config
+    from fastrl.buffers.control import Control, Stat, control_arrays
+    from fastrl.runs.run_dir import RunDir
+    from fastrl.spec import WorkerIds
+    from fastrl.telemetry import metrics
+
+    clock = [1000.0]
+    monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
+    config = resolve_config("configs/cartpole_gala.toml", [f"run.dir='{tmp_path}'", "run.progress=false",
+                                                           "run.tensorboard=false", "run.log_interval_s=5.0",
+                                                           "engine.learners=2"])
+    control = Control({name: np.zeros(shape, dtype) for name, shape, dtype in control_arrays(4, 2)})
+    telemetry = metrics.Telemetry(config, RunDir.create(config, tmp_path / "run"), control, WorkerIds(1, 1, 2),
+                                  take_episodes=lambda: [])
+    telemetry.mark_ready()
+    for tick in range(1, 601):  # a minute of the supervisor's 0.1-s loop
+        clock[0] = 1000.0 + tick / 10
+        control.learner_stats[:, Stat.UPDATES] = [tick // 18, tick // 24]
+        telemetry.tick()
+    summary = telemetry.summary("complete")
+    telemetry.close()
+    lines = _lines(tmp_path / "run")
+    assert len(lines) == 12
+    for learner, period in ((0, 1.8), (1, 2.4)):
+        rates = [line["learners"][learner]["updates_per_s"] for line in lines]
+        assert rates == pytest.approx([1 / period] * 12, abs=0.006)  # rounded to 0.01
+    assert [entry["updates_per_s"] for entry in summary["learners"]] == pytest.approx([33 / 60, 25 / 60], abs=0.006)
+
+
 def test_step_rate_counts_from_the_last_increase_before_each_take():
     from fastrl.telemetry.metrics import StepRate
 

@@ -80,7 +80,6 @@ class Telemetry:
         self.learner_returns: list[deque[float]] = [
             deque(maxlen=config.run.return_window) for _ in range(self.learners)
         ]
-        self.last_updates = np.zeros(self.learners)
         # multiagent.policies (in the env's agent order once planned): each named policy's return over its rows
         named = list(config.multiagent.policies.values())
         self.policy_of_env = [named[e % len(named)] for e in range(config.engine.envs)] if named else None
@@ -98,6 +97,7 @@ class Telemetry:
         self.last_log = self.last_progress = self.started
         self.start_frames = 0.0
         self.frame_rate = StepRate(0.0, self.started)
+        self.update_rates = [StepRate(0.0, self.started) for _ in range(self.learners)]  # gala's per-learner lines
         self.ready_timing = self.last_timing = control.timing.copy()
         self.progress = (
             ProgressLine(config.run.total_frames, config.run.max_seconds, sys.stderr)
@@ -118,6 +118,8 @@ class Telemetry:
         self.ready_timing = self.last_timing = self.control.timing.copy()
         self.start_frames = self.frames  # a resumed run starts at its checkpoint's frames
         self.frame_rate = StepRate(self.start_frames, self.started)
+        updates = self.control.learner_stats[:, Stat.UPDATES]
+        self.update_rates = [StepRate(float(updates[i]), self.started) for i in range(self.learners)]
 
     def watch_processes(self, pids: dict[str, int]) -> None:
         """Report the memory of these worker processes too (``{"executor-0": pid, ...}``)."""
@@ -186,7 +188,7 @@ class Telemetry:
     def tick(self, force: bool = False) -> None:
         self.drain_episodes()
         now = time.monotonic()
-        self.frame_rate.observe(self.frames, now)
+        self._observe_rates(now)
         if force or now - self.last_log >= self.config.run.log_interval_s:
             self._log_line(now)
         if self.progress and now - self.last_progress >= PROGRESS_INTERVAL_S:
@@ -201,7 +203,7 @@ class Telemetry:
     def _log_line(self, now: float) -> None:
         stats = self.control.learner_stats[0]
         frames = self.frames
-        self.frame_rate.observe(frames, now)
+        self._observe_rates(now)
         line = {
             "time_s": round(now - self.started, 3),
             "frames": int(frames),
@@ -247,7 +249,7 @@ class Telemetry:
             line["policy_games"] = self.policy_ratings.games
         if self.gala:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
-            line.update(self._learner_lines(now - self.last_log))
+            line.update(self._learner_lines([rate.take() for rate in self.update_rates]))
         self.last_timing = self.control.timing.copy()
         self.metrics_file.write(json.dumps(line) + "\n")
         for sink in self.sinks:
@@ -255,12 +257,15 @@ class Telemetry:
         self.interval_returns = []
         self.last_log = now
 
-    def _learner_lines(self, seconds: float) -> dict:
-        """Per-learner entries and the consensus radius; ``seconds`` since the last call (updates/s)."""
+    def _observe_rates(self, now: float) -> None:
+        self.frame_rate.observe(self.frames, now)
+        if self.gala:
+            for rate, updates in zip(self.update_rates, self.control.learner_stats[:, Stat.UPDATES]):
+                rate.observe(float(updates), now)
+
+    def _learner_lines(self, rates: list[float]) -> dict:
+        """Per-learner entries (``rates``: each learner's updates/s) and the consensus radius."""
         stats = self.control.learner_stats
-        updates = stats[:, Stat.UPDATES].copy()
-        rates = (updates - self.last_updates) / max(seconds, 1e-9)
-        self.last_updates = updates
         learners = []
         for i in range(self.learners):
             row, returns = stats[i], self.learner_returns[i]
@@ -323,8 +328,8 @@ class Telemetry:
             )
             summary["ranks_share_of_learning"] = round(ranks_s / max(learning, 1e-9), 4)
         if self.gala:
-            self.last_updates = np.zeros(self.learners)
-            summary.update(self._learner_lines(train_s))
+            updates = self.control.learner_stats[:, Stat.UPDATES]
+            summary.update(self._learner_lines([float(u) / max(train_s, 1e-9) for u in updates]))
         self.status = status
         return summary
 
