@@ -198,23 +198,31 @@ def test_progress_after_resume_shows_the_fps_of_new_frames_and_one_final_line(tm
     assert fps == pytest.approx(summary["fps"], abs=1)  # 800 new frames / this session's time, not 1,600
 
 
-def test_metrics_fps_stays_steady_though_frames_arrive_a_whole_update_at_a_time(tmp_path, monkeypatch):
-    """The default job's learner adds 4,096 frames every ~1.8 s; lines every 5 s hold two or three updates.
-    The line's fps is dated at the updates, so a steady run shows one rate, not 1.6K and 2.5K by turns."""
+def _telemetry_on_a_fake_clock(tmp_path, monkeypatch, config_path: str, learners: int):
+    """A Telemetry over bare control arrays whose ``time.monotonic`` is ``clock[0]``: (telemetry, control, clock)."""
     from fastrl.api import resolve_config
-    from fastrl.buffers.control import Control, Stat, control_arrays
+    from fastrl.buffers.control import Control, control_arrays
     from fastrl.runs.run_dir import RunDir
     from fastrl.spec import WorkerIds
     from fastrl.telemetry import metrics
 
     clock = [1000.0]
     monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
-    config = resolve_config("configs/cartpole_sync.toml", [f"run.dir='{tmp_path}'", "run.progress=false",
-                                                           "run.tensorboard=false", "run.log_interval_s=5.0"])
-    control = Control({name: np.zeros(shape, dtype) for name, shape, dtype in control_arrays(3, 1)})
-    telemetry = metrics.Telemetry(config, RunDir.create(config, tmp_path / "run"), control, WorkerIds(1, 1, 1),
-                                  take_episodes=lambda: [])
+    config = resolve_config(config_path, [f"run.dir='{tmp_path}'", "run.progress=false", "run.tensorboard=false",
+                                          "run.log_interval_s=5.0", f"engine.learners={learners}"])
+    control = Control({name: np.zeros(shape, dtype) for name, shape, dtype in control_arrays(2 + learners, learners)})
+    telemetry = metrics.Telemetry(config, RunDir.create(config, tmp_path / "run"), control,
+                                  WorkerIds(1, 1, learners), take_episodes=lambda: [])
     telemetry.mark_ready()
+    return telemetry, control, clock
+
+
+def test_metrics_fps_stays_steady_though_frames_arrive_a_whole_update_at_a_time(tmp_path, monkeypatch):
+    """The default job's learner adds 4,096 frames every ~1.8 s; lines every 5 s hold two or three updates.
+    The line's fps is dated at the updates, so a steady run shows one rate, not 1.6K and 2.5K by turns."""
+    from fastrl.buffers.control import Stat
+
+    telemetry, control, clock = _telemetry_on_a_fake_clock(tmp_path, monkeypatch, "configs/cartpole_sync.toml", 1)
     for tick in range(1, 601):  # a minute of the supervisor's 0.1-s loop
         clock[0] = 1000.0 + tick / 10
         control.learner_stats[0, Stat.FRAMES] = 4096 * (tick // 18)  # an update done every 1.8 s
@@ -231,21 +239,9 @@ def test_metrics_fps_stays_steady_though_frames_arrive_a_whole_update_at_a_time(
 def test_gala_lines_date_each_learners_updates_per_s_at_its_updates(tmp_path, monkeypatch):
     """gala's per-learner updates_per_s the same way as fps: learners that finish an update every 1.8 s and
     2.4 s show those rates on every line, not two or three updates per 5 s by turns; the summary's is the run's."""
-    from fastrl.api import resolve_config
-    from fastrl.buffers.control import Control, Stat, control_arrays
-    from fastrl.runs.run_dir import RunDir
-    from fastrl.spec import WorkerIds
-    from fastrl.telemetry import metrics
+    from fastrl.buffers.control import Stat
 
-    clock = [1000.0]
-    monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
-    config = resolve_config("configs/cartpole_gala.toml", [f"run.dir='{tmp_path}'", "run.progress=false",
-                                                           "run.tensorboard=false", "run.log_interval_s=5.0",
-                                                           "engine.learners=2"])
-    control = Control({name: np.zeros(shape, dtype) for name, shape, dtype in control_arrays(4, 2)})
-    telemetry = metrics.Telemetry(config, RunDir.create(config, tmp_path / "run"), control, WorkerIds(1, 1, 2),
-                                  take_episodes=lambda: [])
-    telemetry.mark_ready()
+    telemetry, control, clock = _telemetry_on_a_fake_clock(tmp_path, monkeypatch, "configs/cartpole_gala.toml", 2)
     for tick in range(1, 601):  # a minute of the supervisor's 0.1-s loop
         clock[0] = 1000.0 + tick / 10
         control.learner_stats[:, Stat.UPDATES] = [tick // 18, tick // 24]
