@@ -25,7 +25,6 @@ the λ-return at an episode's end; these do, as the paper's code does).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -41,11 +40,12 @@ from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import Update, UpdateRule, checked_losses, gradients_of
 from fastrl.envs.actions import DISCRETE
 from fastrl.learning.schedules import FrameClock
+from fastrl.models.cnn import RELU_GAIN, NatureCNN, conv_stack, flat_size
 from fastrl.models.distributions import ActionDistribution
+from fastrl.models.mlp import init_orthogonal
 from fastrl.models.normalizer import obs_to_float
 
 PQN_STREAM = 7  # seeding purpose of PQN's minibatch permutations (see fastrl.seeding)
-_RELU_GAIN = math.sqrt(2)
 
 
 @dataclass
@@ -118,7 +118,7 @@ class QNetwork(nn.Module):
         self.image = len(shape) == 3
         self.body = _image_body(shape) if self.image else _vector_body(shape, hidden)
         width = self.body(torch.zeros((1, *shape))).shape[1]
-        self.q = _orthogonal(nn.Linear(width, n_actions), _RELU_GAIN)
+        self.q = init_orthogonal(nn.Linear(width, n_actions), RELU_GAIN)
         self.bf16 = False
 
     def set_precision(self, precision: str) -> None:
@@ -135,32 +135,19 @@ class QNetwork(nn.Module):
         return q, q.max(-1).values
 
 
-def _orthogonal(layer: nn.Module, gain: float) -> nn.Module:
-    nn.init.orthogonal_(layer.weight, gain=gain)
-    nn.init.zeros_(layer.bias)
-    return layer
-
-
 def _image_body(shape: tuple[int, ...]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    channels, size = shape[0], shape[1:]
-    for out, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
-        size = tuple((s - kernel) // stride + 1 for s in size)
-        if min(size) < 1:
-            raise ValueError(f"QNetwork: observation {shape} is too small for the Nature CNN's convolutions")
-        layers += [_orthogonal(nn.Conv2d(channels, out, kernel, stride=stride), _RELU_GAIN), nn.LayerNorm([out, *size])]
-        layers.append(nn.ReLU())
-        channels = out
-    flat = channels * size[0] * size[1]
-    layers += [nn.Flatten(), _orthogonal(nn.Linear(flat, 512), _RELU_GAIN), nn.LayerNorm(512), nn.ReLU()]
-    return nn.Sequential(*layers)
+    features = conv_stack(shape, NatureCNN.CONVS, layer_norm=True)
+    flat = flat_size("QNetwork", features, shape)  # a ValueError naming the shape if the convolutions do not fit
+    return nn.Sequential(
+        *features, nn.Flatten(), init_orthogonal(nn.Linear(flat, 512), RELU_GAIN), nn.LayerNorm(512), nn.ReLU()
+    )
 
 
 def _vector_body(shape: tuple[int, ...], hidden: Sequence[int]) -> nn.Sequential:
     layers: list[nn.Module] = [nn.Flatten()]
     width = int(np.prod(shape))
     for size in hidden:
-        layers += [_orthogonal(nn.Linear(width, int(size)), _RELU_GAIN), nn.LayerNorm(int(size)), nn.ReLU()]
+        layers += [init_orthogonal(nn.Linear(width, int(size)), RELU_GAIN), nn.LayerNorm(int(size)), nn.ReLU()]
         width = int(size)
     return nn.Sequential(*layers)
 

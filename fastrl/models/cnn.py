@@ -27,7 +27,7 @@ from fastrl.models.heads import HeadedPolicy
 from fastrl.models.mlp import check_policy_args, init_orthogonal
 from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer, obs_to_float
 
-_RELU_GAIN = math.sqrt(2)
+RELU_GAIN = math.sqrt(2)
 
 
 def _check_image_shape(cls_name: str, obs_shape: Sequence[int], n_actions: int) -> tuple[int, ...]:
@@ -40,7 +40,7 @@ def _check_image_shape(cls_name: str, obs_shape: Sequence[int], n_actions: int) 
     return shape
 
 
-def _flat_size(cls_name: str, features: nn.Module, obs_shape: tuple[int, ...]) -> int:
+def flat_size(cls_name: str, features: nn.Module, obs_shape: tuple[int, ...]) -> int:
     """Size of ``features``' flattened output for one observation, by a dummy forward."""
     try:
         with torch.no_grad():
@@ -70,12 +70,12 @@ class _ImagePolicy(HeadedPolicy):
         self.n_actions = n_actions
         self.obs_normalizer = ObsNormalizer(obs_shape) if normalize_obs else None
         self.value_normalizer = ValueNormalizer() if normalize_value else None
-        flat = _flat_size(type(self).__name__, features, obs_shape)
+        flat = flat_size(type(self).__name__, features, obs_shape)
         fc_norm = [nn.LayerNorm(fc_size)] if layer_norm else []
         self.body = nn.Sequential(
             features,
             nn.Flatten(),
-            init_orthogonal(nn.Linear(flat, fc_size), _RELU_GAIN),
+            init_orthogonal(nn.Linear(flat, fc_size), RELU_GAIN),
             *fc_norm,
             nn.ReLU(inplace=True),
         )
@@ -98,7 +98,7 @@ class _ImagePolicy(HeadedPolicy):
         return h.float()
 
 
-def _conv_stack(
+def conv_stack(
     obs_shape: tuple[int, ...], specs: Sequence[tuple[int, int, int]], layer_norm: bool = False
 ) -> nn.Sequential:
     """Conv [+ LayerNorm over its C, H, W] + ReLU per ``(out_channels, kernel, stride)``, orthogonal init with
@@ -106,7 +106,7 @@ def _conv_stack(
     layers: list[nn.Module] = []
     channels, size = obs_shape[0], obs_shape[1:]
     for out_channels, kernel, stride in specs:
-        conv = init_orthogonal(nn.Conv2d(channels, out_channels, kernel, stride=stride), _RELU_GAIN)
+        conv = init_orthogonal(nn.Conv2d(channels, out_channels, kernel, stride=stride), RELU_GAIN)
         size = tuple((s - kernel) // stride + 1 for s in size)
         norm = [nn.LayerNorm([out_channels, *size])] if layer_norm and min(size) >= 1 else []
         layers += [conv, *norm, nn.ReLU(inplace=True)]
@@ -133,7 +133,7 @@ class _PlainCNN(_ImagePolicy):
         shape = _check_image_shape(type(self).__name__, obs_shape, n_actions)
         if not isinstance(layer_norm, bool):
             raise ValueError(f"{type(self).__name__}: layer_norm must be true or false, got {layer_norm!r}")
-        features = _conv_stack(shape, self.CONVS, layer_norm)
+        features = conv_stack(shape, self.CONVS, layer_norm)
         super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm, layer_norm)
 
 
