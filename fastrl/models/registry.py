@@ -32,6 +32,7 @@ from fastrl.models.uniform import UniformPolicy
 ModelFactory = Callable[..., nn.Module]
 
 _IMAGE_MODELS: dict[str, type[nn.Module]] = {"nature": NatureCNN, "shallow": ShallowCNN, "impala": ImpalaResNet}
+_HIDDEN_MODELS: dict[str, type[nn.Module]] = {"mlp": MLPPolicy, "multi": MultiInputPolicy, "board": BoardPolicy}
 # the Nature CNN's 8x8/4, 4x4/2 and 3x3/1 convolutions need images of at least 36x36; "auto" gives smaller
 # ones the IMPALA ResNet, whose padded 3x3 convolutions and pools fit any size (a 7x7 view: 4, 2, 1)
 NATURE_MIN_SIZE = 36
@@ -127,60 +128,45 @@ def build_model(
             f"model {name!r} cannot read these observations: a Dict with an image is stored as one packed "
             "uint8 row (fastrl.envs.obs_layout); use model.name = 'multi' (or 'auto')"
         )
-    if resolved == "multi":
-        model = _build_builtin(
-            name,
-            MultiInputPolicy,
-            shape,
-            n_actions,
-            {"hidden": list(hidden), "obs_layout": obs_layout, **kw, **builtin_kw, **head_kw},
-            "hidden",
-        )
-    elif resolved == "board":
-        model = _build_builtin(
-            name,
-            BoardPolicy,
-            shape,
-            n_actions,
-            {"hidden": list(hidden), "obs_layout": obs_layout, **kw, **builtin_kw, **head_kw},
-            "hidden",
-        )
-    elif resolved == "mlp":
-        model = _build_builtin(
-            name, MLPPolicy, shape, n_actions, {"hidden": list(hidden), **kw, **builtin_kw, **head_kw}, "hidden"
-        )
-    elif builtin_kw and resolved not in _IMAGE_MODELS:
-        raise ValueError(
-            f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'multi', "
-            f"'nature', 'shallow' and 'impala'; model {name!r} must normalise its own observations "
-            "and values"
-        )
-    elif lstm and resolved not in _IMAGE_MODELS:
-        raise ValueError(
-            f"model.lstm is for the built-in 'mlp', 'multi', 'nature', 'shallow' and 'impala'; model "
-            f"{name!r} is feed-forward: set model.lstm = 0"
-        )
-    elif resolved == "random":
-        model = UniformPolicy(shape, n_actions)
-    elif resolved in _IMAGE_MODELS:
+    model = _construct(name, resolved, shape, n_actions, list(hidden), kw, {**builtin_kw, **head_kw}, obs_layout)
+    _set_precision(name, model, precision, torch.device(device))
+    check_interface(name, model, shape, dtype, n_actions)
+    return attach_action_mask(model, obs_layout, n_actions)
+
+
+def _construct(
+    name: str, resolved: str, shape: tuple[int, ...], n_actions: int, hidden: list, kw: dict, flags: dict, layout: Any
+) -> nn.Module:
+    """The model ``resolved`` names (``name`` as the user wrote it, for messages): ``kw`` are the user's
+    ``model.kwargs``, ``flags`` the built-ins' own keywords asked for (``normalize_obs``, ``gaussian``, ``lstm``...)."""
+    if resolved in _HIDDEN_MODELS:
+        with_layout = {} if resolved == "mlp" else {"obs_layout": layout}
+        own = {"hidden": hidden, **with_layout, **kw, **flags}
+        return _build_builtin(name, _HIDDEN_MODELS[resolved], shape, n_actions, own, "hidden")
+    if resolved in _IMAGE_MODELS:
         if len(shape) != 3:
             raise ValueError(
                 f"model {name!r} is an image model and needs a 3-D observation [C, H, W]; "
                 f"got obs_shape {shape}; use 'mlp' or 'auto' for flat observations"
             )
-        model = _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, {**kw, **builtin_kw, **head_kw}, None)
-    elif name in _registered:
-        model = _call_factory(
-            name, _registered[name], shape, n_actions, _with_layout(_registered[name], kw, obs_layout)
+        return _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, {**kw, **flags}, None)
+    if {"normalize_obs", "normalize_value"} & flags.keys():
+        raise ValueError(
+            f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'multi', "
+            f"'nature', 'shallow' and 'impala'; model {name!r} must normalise its own observations "
+            "and values"
         )
-    elif ":" in name:
-        factory = _import_factory(name)
-        model = _call_factory(name, factory, shape, n_actions, _with_layout(factory, kw, obs_layout))
-    else:
+    if "lstm" in flags:
+        raise ValueError(
+            f"model.lstm is for the built-in 'mlp', 'multi', 'nature', 'shallow' and 'impala'; model "
+            f"{name!r} is feed-forward: set model.lstm = 0"
+        )
+    if resolved == "random":
+        return UniformPolicy(shape, n_actions)
+    factory = _registered[name] if name in _registered else _import_factory(name) if ":" in name else None
+    if factory is None:
         raise ValueError(f"unknown model {name!r}; {_allowed()}")
-    _set_precision(name, model, precision, torch.device(device))
-    check_interface(name, model, shape, dtype, n_actions)
-    return attach_action_mask(model, obs_layout, n_actions)
+    return _call_factory(name, factory, shape, n_actions, _with_layout(factory, kw, layout))
 
 
 def _auto_image_model(hw: Sequence[int]) -> str:
