@@ -59,8 +59,10 @@ def measure(
     threads: list[int] | None = None,
     device: str = "auto",
     only: list[str] | None = None,
+    own_process: bool = False,
 ) -> dict:
-    """``only``: the precisions to time (default: fp32, and bf16 where the device has bf16 units)."""
+    """``only``: the precisions to time (default: fp32, and bf16 where the device has bf16 units).
+    ``own_process`` (the CLI's): this process may take ``engine.keep_freed_memory`` as a learner does."""
     import torch
 
     import fastrl
@@ -70,6 +72,7 @@ def measure(
     from fastrl.models.compiling import compiles
     from fastrl.models.policy import build_policy
     from fastrl.process.auto_layout import Machine, choose_learner_threads, choose_micro_batch
+    from fastrl.process.malloc import keep_freed_memory
 
     resolved = fastrl.api.resolve_config(config, [*overrides, f"engine.device='{device}'"])
     if resolved.model.lstm:
@@ -82,6 +85,7 @@ def measure(
     configure_cuda(resolved, on)  # TF32 and cuDNN as a run of this config sets them
     info = probe_env(resolved.env)
     machine = machine_info()
+    kept = own_process and resolved.engine.keep_freed_memory and keep_freed_memory()
     probe = build_policy(info, resolved, "cpu")
     image_model = hasattr(probe, "set_precision")
     detected = Machine.detect()
@@ -143,6 +147,7 @@ def measure(
         "flops_per_sample": flops,
         "gemm_gflops": gemm,
         "compile_auto": compiles(resolved, on, image_model),
+        "keep_freed_memory": bool(kept),
         "machine": machine,
     }
 
@@ -340,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
         print("fastrl: bad options: --seconds must be > 0 and --threads >= 1", file=sys.stderr)
         return 2
     try:
-        result = measure(args.config, args.set, args.seconds, args.threads, args.device, args.precision)
+        result = measure(args.config, args.set, args.seconds, args.threads, args.device, args.precision, True)
     except ConfigError as exc:
         print(f"fastrl: bad config: {exc}", file=sys.stderr)
         return 2

@@ -143,6 +143,12 @@ class EngineConfig:
         min=0.0,
     )
     serial: bool = _f(False, "run executors, actors and learner in this one process (debugging, profiling)")
+    keep_freed_memory: bool = _f(
+        True,
+        "Linux with glibc: worker processes keep the memory they free for their next allocations instead of "
+        "handing it back to the OS, so a training step does not fault its activations in afresh (the default "
+        "job's learner took ~16,700 page faults a second; fastrl/process/malloc.py); never changes a run's bits",
+    )
     start_method: str = _f(
         "forkserver",
         "how worker processes start: 'forkserver', forked from a server that imported torch once and serves "

@@ -35,6 +35,7 @@ from fastrl.process.core_rotation import CoreRotation
 from fastrl.process.faults import describe_exception, exception_details
 from fastrl.process.fork_server import apply_environment, release_server
 from fastrl.process.lifeline import die_with_parent, orphaned
+from fastrl.process.malloc import keep_freed_memory
 from fastrl.sampling.channels import Channels
 from fastrl.spec import RunSpec, WorkerIds
 
@@ -104,6 +105,8 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, enviro
     release_server()  # so that the fork server, and so this process's parent-death signal, ends with the main one
     die_with_parent(signal.SIGTERM if role == "learner" else signal.SIGKILL)  # the learner saves first
     apply_environment(environ)
+    if spec.config.engine.keep_freed_memory:
+        keep_freed_memory()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     termination = _Termination(role)
     engine = spec.config.engine
