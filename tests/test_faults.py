@@ -194,3 +194,28 @@ def test_the_watchdog_names_the_worker_stuck_longest():
     control = SimpleNamespace(heartbeat=np.array([now - 1.6, now - 0.1, now - 1.9, now - 0.2]))
     assert stale_worker(control, 1.5) == 2
     assert stale_worker(SimpleNamespace(heartbeat=np.array([now, now])), 1.5) is None
+
+
+@pytest.mark.unit
+def test_a_step_too_long_for_its_norm_is_still_finite_and_kept():
+    """The check reads the step's distance first; one that overflows float32 (a step of 1e20 on every
+    parameter) is looked at element-wise and kept, since every parameter is finite; one to inf is still undone."""
+    import numpy as np
+    import torch
+
+    from fastrl.buffers.control import STAT_COLUMNS, Stat
+    from fastrl.errors import NonFiniteError
+    from fastrl.learning.checked_step import CheckedStep
+
+    net = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(net.parameters(), lr=100.0)
+    stats = np.zeros(STAT_COLUMNS)
+    step = CheckedStep(optimizer, 0.0, stats, lambda grads: None, lambda: 1.0, deferred=False)
+    step(net, [torch.full_like(p, 1e18) for p in net.parameters()])  # a finite gradient norm, a step of 1e20
+    assert all(torch.isfinite(p).all() for p in net.parameters())
+    assert stats[Stat.UPDATE_NORM] == float("inf")  # the distance overflowed; the parameters did not
+    kept = [p.detach().clone() for p in net.parameters()]
+    optimizer.param_groups[0]["lr"] = 1e21  # a finite gradient of 1e18 then moves every parameter to inf
+    with pytest.raises(NonFiniteError, match="non-finite parameters"):
+        step(net, [torch.full_like(p, 1e18) for p in net.parameters()])
+    assert all(torch.equal(p, k) for p, k in zip(net.parameters(), kept))  # restored

@@ -77,14 +77,17 @@ class CheckedStep:
         self._lr = self.schedule_lr()
         try:
             self.optimizer.step()
-            finite = all(bool(torch.isfinite(p).all()) for p in params)
+            distance = float(_distance(params, backup))
+            # θ before was finite, so a finite distance from it means θ is (an inf or NaN anywhere makes the
+            # distance one): the element-wise look, a pass over θ, only when it is not (it may have overflowed)
+            finite = math.isfinite(distance) or all(bool(torch.isfinite(p).all()) for p in params)
         except BaseException:
             _restore(params, backup)  # never leave a half-applied step behind
             raise
         if not finite:
             _restore(params, backup)
             raise NonFiniteError(self._non_finite_params("they were restored and never published"))
-        self._record_update_norm(float(_distance(params, backup)))
+        self._record_update_norm(distance)
         return norm
 
     def _deferred_step(
