@@ -99,9 +99,6 @@ def train(
     every case the workers are stopped, the shared memory is freed and the last good
     parameters are in ``RUN_DIR/checkpoints/latest.pt``.
     """
-    from fastrl.process.fork_server import start_fork_server
-    from fastrl.process.supervisor import Supervisor, plan_run
-    from fastrl.process.warmup import compile_kernels
     from fastrl.ranks import launch
 
     restarted = resume is None and launch.restarted(run_dir)
@@ -109,6 +106,11 @@ def train(
         resume, config, run_dir = run_dir, None, None
     resumed = _prepare_resume(resume, config, run_dir, overrides) if resume is not None else None
     config = resumed.config if resumed else resolve_config(config, overrides)
+    # imported once the config parsed: they bring in torch (~2 s), which a refused key should not wait for
+    from fastrl.process.fork_server import start_fork_server
+    from fastrl.process.supervisor import Supervisor, plan_run
+    from fastrl.process.warmup import compile_kernels
+
     claimed = resumed.run_dir if resumed else run_dir
     if claimed is not None and launch.launch_size() == 1:  # a directory in use or holding a run: refused now
         RunDir.check_free(Path(claimed).expanduser(), resumed=resumed is not None)

@@ -241,7 +241,9 @@ def _add_trust_code(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(with_benches: bool = True) -> argparse.ArgumentParser:
+    """The CLI's parser. ``with_benches=False`` leaves ``fastrl bench``'s sub-commands out: their modules import
+    torch (~2 s), which a command that never runs a benchmark (``--help``, a config refused) should not wait for."""
     parser = argparse.ArgumentParser(prog="fastrl", description="shared-memory high-throughput deep RL")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -334,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.set_defaults(func=_cleanup)
     bench = sub.add_parser("bench", help="throughput benchmarks; each prints JSON")
     benches = bench.add_subparsers(dest="bench", required=True)
-    for name, (module, text) in _benches().items():
+    for name, (module, text) in (_benches() if with_benches else {}).items():
         bench_parser = benches.add_parser(name, help=text)
         module.add_arguments(bench_parser)
         bench_parser.set_defaults(bench_run=module.run)
@@ -353,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(with_benches="bench" in argv).parse_args(argv)
     _working_folder_importable()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"

@@ -55,3 +55,20 @@ def test_resume_continues_a_run_and_refuses_a_config_beside_it(tmp_path):
 def test_cleanup_reports_when_there_is_nothing_to_free():
     result = fastrl("cleanup")
     assert result.returncode == 0 and result.stdout.startswith("fastrl cleanup:")
+
+
+def test_help_and_a_refused_key_answer_without_importing_torch():
+    """torch takes ~2 s to import: `fastrl --help` and a config refused for a bad key should not wait for it."""
+    probe = (
+        "import sys\n"
+        "from fastrl.cli import main\n"
+        "assert main(['train', '--set', 'engine.envz=4']) == 2\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('torch' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
