@@ -9,6 +9,7 @@ import fastrl
 from fastrl import cli
 from fastrl.bench import aggregate, suite
 from fastrl.bench.atari_scores import ATARI5, RANDOM_HUMAN, human_normalized
+from fastrl.bench.machine import bf16_units
 from fastrl.config import ConfigError
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
@@ -96,7 +97,9 @@ def test_a_suite_aggregates_its_runs_and_resumes_without_running_a_finished_one(
     assert result["aggregates"]["median"]["point"] == pytest.approx(0.5)
     assert result["runs"][0]["best"] == -20.7
     assert json.loads((tmp_path / "suite.json").read_text())["aggregates"] == result["aggregates"]
-    assert "| IQM | 0.500 |" in (tmp_path / "suite.md").read_text()
+    page = (tmp_path / "suite.md").read_text()
+    assert "| IQM | 0.500 |" in page
+    assert f"{bf16_units(result['machine'])}, torch" in page  # the machine's kind of bf16 named on the page
     assert (tmp_path / "suite.png").is_file()
     # the same command again: nothing is trained, the result is the same
     calls.clear()
@@ -129,3 +132,14 @@ def test_bad_options_are_named_before_any_run(tmp_path, capsys):
                      "--out", str(tmp_path)]) == 2
     assert "not an Atari id" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("flags", "named"), [
+    ({"amx_bf16": True, "avx512_bf16": True}, "AMX-BF16"),
+    ({"amx_bf16": False, "avx512_bf16": True}, "AVX512-BF16, no AMX"),
+    ({"amx_bf16": False, "avx512_bf16": False}, "no native bf16"),
+])
+def test_a_results_line_names_the_cpus_kind_of_bf16(flags, named):
+    """Three kinds of CPU whose figures never compare as one: AMX, AVX512-BF16 alone (a Zen 4), bf16 emulated."""
+    assert bf16_units(flags) == named

@@ -40,3 +40,13 @@ def machine_info() -> dict:
         "torch": torch.__version__,
         "gpu": gpu,
     }
+
+
+def bf16_units(machine: dict) -> str:
+    """The bf16 units a ``machine_info()`` names, as a results line says them: the figures of a CPU with AMX, with
+    AVX512-BF16 alone, or with neither (bf16 emulated) are three kinds."""
+    if machine.get("amx_bf16"):
+        return "AMX-BF16"
+    if machine.get("avx512_bf16"):
+        return "AVX512-BF16, no AMX"
+    return "no native bf16"

@@ -36,7 +36,7 @@ import numpy as np
 
 from fastrl.bench.aggregate import summarize
 from fastrl.bench.atari_scores import ATARI5, RANDOM_HUMAN, human_normalized
-from fastrl.bench.machine import machine_info
+from fastrl.bench.machine import bf16_units, machine_info
 from fastrl.bench.time_to_score import check_window, refuse_set_keys
 from fastrl.config import ConfigError
 
@@ -234,7 +234,7 @@ def markdown(result: dict) -> str:
         f"{budget} each",
         "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, "
-        f"AMX-BF16 {'yes' if machine.get('amx_bf16') else 'no'}, torch {machine['torch']}, "
+        f"{bf16_units(machine)}, torch {machine['torch']}, "
         f"GPU {machine['gpu'] or 'none'}. "
         f"Score: the mean raw score of the last {result['window']} episodes at the end of each run; "
         "human-normalised: (score - random) / (human - random).",
