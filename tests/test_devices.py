@@ -120,15 +120,22 @@ def test_configuring_a_cpu_process_changes_nothing_in_torch():
     assert after == before
 
 
+@pytest.fixture
+def cuda_flags_restored():
+    """torch's TF32 and cuDNN switches as they were, set back through their own setters: they are properties of
+    module objects, which monkeypatch cannot restore on every pytest (it deletes what is not in ``vars()``)."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = (matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark, cudnn.deterministic)
+    yield
+    matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark, cudnn.deterministic = saved
+
+
 @pytest.mark.parametrize("tf32, deterministic", [(False, True), (True, False)])
-def test_a_cuda_process_sets_tf32_and_cudnn_as_the_config_says(monkeypatch, tf32, deterministic):
+def test_a_cuda_process_sets_tf32_and_cudnn_as_the_config_says(monkeypatch, cuda_flags_restored, tf32, deterministic):
     """Mocked where CUDA itself would be called: the flags are torch's own Python-side switches."""
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "mock GPU")
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
-    for flag in ("allow_tf32", "benchmark", "deterministic"):
-        monkeypatch.setattr(torch.backends.cudnn, flag, torch.backends.cudnn.__getattribute__(flag))
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)
     chosen = []
     monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on, warn_only: chosen.append((on, warn_only)))
     config = load_config(None, [f"model.tf32={str(tf32).lower()}",
