@@ -1,4 +1,4 @@
-"""Every GPU measurement the project needs, in one run capped to fit a borrowed machine's window.
+"""Every GPU measurement the docs report, in one run under a time budget (``--budget-s``).
 
     fastrl bench device-check [--out DIR] [--budget-s 540] [--dry-run]      (bench/device_check.sh runs it)
 
@@ -25,8 +25,8 @@ others), each one JSON line appended to ``DIR/device_check.jsonl`` the moment it
    default, to a mean score of 18, for whatever time the budget has left (at least
    ``MIN_TIME_TO_SCORE_S``); its ``metrics.jsonl`` and ``config.toml`` are copied beside the results.
 
-``--steps NAME ...`` runs only the named steps of 2-7 (``machine`` and ``time_to_score`` always run): a
-second window skips what the first one measured.
+``--steps NAME ...`` runs only the named steps of 2-7 (``machine`` and ``time_to_score`` always run), to
+measure only what is still missing.
 
 ``--dry-run`` runs every step on the CPU at toy sizes (the tests on the CPU, two executor counts, a
 30-second time-to-score), so the script is proven before any device minute is spent on it.

@@ -44,7 +44,7 @@ class StepRate:
     """A counter's rate from its last increase before one metrics line to its last before the next.
 
     Frames and updates arrive a whole update at a time (4,096 frames every ~1.8 s in the default job), so
-    a rate over each fixed 5-s interval alternated between two and three updates' worth (1.6K and 2.5K
+    a rate over each fixed 5-s interval would alternate between two and three updates' worth (1.6K and 2.5K
     frames/s on lines of one steady run); dated at the updates it does not. The supervisor looks every 0.1 s.
     """
 

@@ -151,8 +151,7 @@ def run_study(options: TuneOptions) -> dict:
 
 def tpe_sampler(options: TuneOptions):
     """TPE seeded by ``--sampler-seed``; its first ``--startup-trials`` draws are uniform at random (Optuna's 10 by
-    default), so a study of ten trials or fewer never uses the model: a Pong study of fourteen (2026-11-28) found
-    its best at its first, random, draw."""
+    default), so a study of ten trials or fewer never uses the model; short studies want 3-5 (docs/tuning.md)."""
     import optuna
 
     return optuna.samplers.TPESampler(seed=options.sampler_seed, n_startup_trials=options.startup_trials)
