@@ -8,7 +8,7 @@ from datetime import timedelta
 from fastrl.buffers import BufferPlan
 from fastrl.buffers.arena import ArenaSpec
 from fastrl.buffers.slots import SlotMap
-from fastrl.config import Config, ConfigError
+from fastrl.config import Config, ConfigError, resolved_int
 from fastrl.envs import EnvInfo
 from fastrl.modes import ModeSpec, mode_of
 
@@ -106,6 +106,16 @@ class RunSpec:
     @property
     def gala(self) -> bool:
         return self.config.engine.mode == "gala"
+
+    @property
+    def worker_ids(self) -> WorkerIds:
+        """The run's worker numbering (its layout keys are resolved before any worker starts)."""
+        engine = self.config.engine
+        return WorkerIds(
+            resolved_int(engine.executors, "engine.executors"),
+            resolved_int(engine.actors, "engine.actors"),
+            engine.learners,
+        )
 
     @property
     def rank_count(self) -> int:

@@ -37,6 +37,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag, Stat
 from fastrl.buffers.params import VERSION, SharedParams
 from fastrl.errors import StopRequested
+from fastrl.learning.extensions import LearnerExtension, PeerFinished
 from fastrl.ranks.gala_ring import Place, RankGossip
 
 # mailbox header columns after the seqlock's [SEQ, VERSION]: the version the out-peer read last, "sends no more"
@@ -49,10 +50,6 @@ MAX_PAUSE_S = 0.001
 # CNN, beside an update of 40 samples), so it is sampled, not taken after every update. Metrics lines
 # (every run.log_interval_s) read it, so a few samples per line are plenty.
 CONSENSUS_INTERVAL_S = 0.5
-
-
-class PeerFinished(Exception):
-    """An allreduce peer ended (stop, target reached) before posting this update: end here too."""
 
 
 class ShmInbox:
@@ -94,7 +91,11 @@ class ShmOutbox:
         self.mailbox.publish(model, update)
 
 
-class Gossip:
+class Gossip(LearnerExtension):
+    """A gala learner's gossip, as the learner extension it is: peers awaited at the start, gradients averaged
+    before each step (allreduce), θ mixed after each update (ring) and the consensus measured once it is
+    published."""
+
     def __init__(self, spec, buffers: RunBuffers, learner: int, model: torch.nn.Module, worker: int):
         gala = spec.config.gala
         self.learners, self.index, self.worker = spec.learners, learner, worker
@@ -117,11 +118,12 @@ class Gossip:
         self.last_mixed = [0] * len(self.in_peers)  # version of the last message mixed from each in-peer
         self.since_message = 0
         self.update = 0  # the last update mixed
-        self.published = [buffers.shared_params(j) for j in range(self.learners)]
+        self.published_params = [buffers.shared_params(j) for j in range(self.learners)]
         self.snapshot = torch.empty(
             (self.learners, buffers.shared_params(learner, "mailbox").flat.numel()), dtype=torch.float32
         )
         self.measured_at = -float("inf")  # perf_counter of the last consensus sample
+        self.spec = spec
 
     def _inbox(self, buffers: RunBuffers, member: int):
         if not self.place.is_local(member):
@@ -236,9 +238,17 @@ class Gossip:
         self.stats[self.index, Stat.MESSAGE_AGE] = update - version
         return True
 
-    def wait_for_peers(self, ready: Callable[[], bool]) -> None:
+    def start(self) -> None:
         """Start together: a learner whose peers are still starting up would run ahead alone."""
-        self._wait(ready, lambda: False)
+        ids, ready = self.spec.worker_ids, self.control.ready
+        learners = [ids.learner(i) for i in range(self.learners)]
+        self._wait(lambda: bool(ready[learners].all()), lambda: False)
+
+    def updated(self, model: torch.nn.Module, version: int) -> None:
+        self.mix(model, version)
+
+    def published(self, model: torch.nn.Module, last: bool) -> None:
+        self.measure(model, final=last)
 
     def _note_staleness(self, updates: int) -> None:
         row = self.stats[self.index]
@@ -259,7 +269,7 @@ class Gossip:
         if not final and now - self.measured_at < CONSENSUS_INTERVAL_S:
             return
         self.measured_at = now
-        for j, params in enumerate(self.published):
+        for j, params in enumerate(self.published_params):
             params.read_flat(self.snapshot[j])
         mean = self.snapshot.double().mean(0)
         distance = float(torch.linalg.vector_norm(self.snapshot[self.index].double() - mean))
@@ -314,3 +324,10 @@ class Gossip:
                 pause = min(2 * pause, MAX_PAUSE_S)
         finally:
             self.stats[self.index, Stat.GOSSIP_WAIT_S] += time.perf_counter() - started
+
+
+def gossip(learner) -> Gossip | None:
+    """A gala learner's gossip with the others; None in every other mode."""
+    if not learner.spec.gala:
+        return None
+    return Gossip(learner.spec, learner.buffers, learner.index, learner.model, learner.worker)

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from fastrl.config import Config, ConfigError
+from fastrl.learning.extensions import LearnerExtension, Storage
 
 if TYPE_CHECKING:  # annotations only
     from fastrl.algos.update_rule import UpdateRule
@@ -199,11 +200,15 @@ class PolicyLearner:
     stats: np.ndarray  # its own stats row (never the run's: the metrics show the run's policy)
 
 
-class NamedPolicies:
+class NamedPolicies(LearnerExtension):
     """The learner's side: the other policies learned, published and checkpointed beside the run's policy.
 
     ``trainer(stats, rows)`` builds a learning policy's (model, rule, optimizer, checked step) as the learner builds
-    its own, so every policy learns by the same rule and settings."""
+    its own, so every policy learns by the same rule and settings. As a learner extension it learns the other
+    policies' rows before θ's rule learns its own, moves them on and publishes them with θ, and keeps them in
+    the checkpoint."""
+
+    key = "policies"
 
     def __init__(
         self,
@@ -281,3 +286,41 @@ class NamedPolicies:
             policy.rule.load(kept)
         for p in self.frozen:
             self.frozen[p] = state["frozen"][self.policies.names[p]]
+
+    # ------------------------------------------------------------------ as a learner extension
+
+    def follow(self, run_rule: UpdateRule, uploads) -> None:
+        """Learn as the run's policy does: with its rule's entropy bonus and clip range, uploaded the same way."""
+        self.run_rule, self.uploads = run_rule, uploads
+
+    def rows_learned(self, rows: int) -> int:
+        return len(self.run_rows)
+
+    def before_learning(self, storage: Storage, rollout: int, env_ids: np.ndarray | None) -> Storage:
+        self.learn(storage, rollout, self.uploads, self.run_rule.entropy_coef, self.run_rule.clip)
+        return self.run_policy_rows(storage)
+
+    def advanced(self) -> None:
+        self.advance()
+
+    def publishing(self, model: torch.nn.Module, version: int) -> None:
+        self.publish(version)
+
+
+def named_policies(learner) -> NamedPolicies | None:
+    """The other policies of ``multiagent.policies``, learned beside the run's; None without them."""
+    spec = learner.spec
+    named = policy_map(spec.config, spec.env_info.agent_names)
+    if named is None:
+        return None
+    policies = NamedPolicies(
+        spec.config,
+        spec.envs,
+        named,
+        learner.buffers,
+        learner.model,
+        learner.other_policy,
+        resuming=spec.resume is not None,
+    )
+    policies.follow(learner.rule, learner.uploads)
+    return policies

@@ -22,13 +22,15 @@ import numpy as np
 import torch
 
 from csrc_free_kernels.reward_scaling import discounted_returns, new_stats, scale_rewards, step_moments
-from fastrl.config import AlgoConfig
+from fastrl.learning.extensions import LearnerExtension, Storage
 from fastrl.ranks.cohort import Solo
 
 log = logging.getLogger(__name__)
 
 
-class RewardScaler:
+class RewardScaler(LearnerExtension):
+    key = "reward_scaling"
+
     def __init__(self, envs: int, gamma: float, clip: float, cohort: Solo | None = None):
         self.gamma, self.clip = gamma, clip
         self.cohort = cohort or Solo()
@@ -72,7 +74,18 @@ class RewardScaler:
             )
         self.returns[:], self.stats[:] = returns, state["stats"].numpy()
 
+    # ------------------------------------------------------------------ as a learner extension
 
-def reward_scaler(algo: AlgoConfig, envs: int, cohort: Solo | None = None) -> RewardScaler | None:
-    """The learner's scaler over its ``envs`` envs, or None without ``algo.normalize_rewards``."""
-    return RewardScaler(envs, algo.gamma, algo.reward_clip, cohort) if algo.normalize_rewards else None
+    def before_learning(self, storage: Storage, rollout: int, env_ids: np.ndarray | None) -> Storage:
+        return self.scaled(storage, env_ids)
+
+    def learned(self) -> None:
+        self.commit()
+
+
+def reward_scaling(learner) -> RewardScaler | None:
+    """A learner's scaler over its envs, or None without ``algo.normalize_rewards``."""
+    algo = learner.algo
+    if not algo.normalize_rewards:
+        return None
+    return RewardScaler(len(learner.owned), algo.gamma, algo.reward_clip, learner.cohort)

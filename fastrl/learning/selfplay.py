@@ -39,6 +39,7 @@ import torch
 from csrc_free_kernels.step_end import CONTINUES
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Stat
+from fastrl.learning.extensions import LearnerExtension, Storage
 from fastrl.partition import learning_rows
 from fastrl.spec import RunSpec
 
@@ -46,6 +47,7 @@ SELFPLAY_STREAM = 8  # seeding purpose of the opponents' draws (see fastrl.seedi
 INITIAL_RATING = 1200.0
 RANDOM_VERSION = -1  # the random player's "version" in the drawn tables (-2: nothing drawn yet)
 SCRIPTED_VERSION = -3  # the scripted player's
+POOL = "pool"  # selfplay.opponents: the pool of past selves plays the other seats
 RECENT_GAMES = 200  # the score in the metrics: over the learning seat's last games against the pool
 
 
@@ -73,7 +75,12 @@ def scripted_slot(options, run_ahead: bool) -> int:
     return pool_slots(options, run_ahead)
 
 
-class SelfPlayPool:
+class SelfPlayPool(LearnerExtension):
+    """The learner's side of the pool (see the module's doc), as a learner extension: games rated from each
+    storage's raw rewards, opponents drawn before each rollout's θ is published, the pool in the checkpoint."""
+
+    key = "selfplay"
+
     def __init__(self, spec: RunSpec, buffers: RunBuffers, stats: np.ndarray):
         self.options = spec.config.selfplay
         self.agents = spec.env_unit
@@ -256,3 +263,19 @@ class SelfPlayPool:
         self.prepared = int(state["prepared"])
         self.stats[Stat.POOL_SIZE] = len(self.entries)
         self.stats[Stat.ELO] = self.rating
+
+    # ------------------------------------------------------------------ as a learner extension
+
+    def before_learning(self, storage: Storage, rollout: int, env_ids: np.ndarray | None) -> Storage:
+        self.observe(storage, rollout)
+        return storage
+
+    def publishing(self, model: torch.nn.Module, version: int) -> None:
+        self.prepare(version, model)
+
+
+def selfplay_pool(learner) -> SelfPlayPool | None:
+    """The pool of a run with ``selfplay.opponents = "pool"``; None otherwise."""
+    if learner.spec.config.selfplay.opponents != POOL:
+        return None
+    return SelfPlayPool(learner.spec, learner.buffers, learner.stats)

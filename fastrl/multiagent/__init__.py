@@ -2,3 +2,17 @@
 registers its parts (light: the implementations are named by path and imported when a run needs them)."""
 
 from __future__ import annotations
+
+from fastrl.learning.extensions import register_learner_extension
+from fastrl.sampling.row_roles import register_row_roles
+
+register_learner_extension("selfplay_pool", "fastrl.learning.selfplay:selfplay_pool", order=10)
+register_learner_extension("named_policies", "fastrl.learning.named_policies:named_policies", order=30)
+
+# who plays each agent's row: the seats of a self-play pool's snapshots, or each agent's named policy
+register_row_roles(
+    "selfplay_pool", lambda config: config.selfplay.opponents == "pool", "fastrl.multiagent.row_roles:PoolRoles"
+)
+register_row_roles(
+    "named_policies", lambda config: bool(config.multiagent.policies), "fastrl.multiagent.row_roles:NamedRoles"
+)
