@@ -3,7 +3,7 @@ rule): the loss on one storage and the two update rules that apply it.
 
 The loss works on ``[N, T + 1, ...]`` views of the trajectory slots; step T holds only the
 observation whose value bootstraps the n-step returns. A step truncated by a time limit
-bootstraps from the value of its episode's final observation (``fastrl.algos.time_limits``).
+bootstraps from the value of its episode's final observation (``fastrl.algos.advantages``).
 
 - ``A2CSync``     the gradient of D(θ_j) at θ_j gives θ_{j+1} (lag 0).
 - ``A2CDelayed``  HTS-RL eq. 6: θ_{j+1} = θ_j − η g_{j−1}; g_j is taken at θ_j (``behaviour``,
@@ -16,8 +16,7 @@ import copy
 
 import torch
 
-from csrc_free_kernels.returns import nstep_returns
-from fastrl.algos.time_limits import final_values
+from fastrl.algos.advantages import returns_and_advantages
 from fastrl.algos.update_rule import Gradient, LossStats, forward_storage, live_weights, weighted_mean
 from fastrl.buffers.device_storage import DeviceStorage
 from fastrl.config import AlgoConfig
@@ -38,15 +37,8 @@ def a2c_loss(
     obs = storage.tensor("obs")
     actions = storage.tensor("action")[:, :steps]
     logits, values, after = forward_storage(model, obs, storage)
-    bootstrap = values[:, steps].detach().float().cpu().numpy()
-    returns = nstep_returns(
-        storage["reward"][:, :steps],
-        storage["done"][:, :steps],
-        bootstrap,
-        algo.gamma,
-        final_values=final_values(model, storage, device, after),
-    )
-    returns = torch.from_numpy(returns).to(device)
+    # n-step returns to row T's value, time limits bootstrapped from V(final observation) with the same θ
+    returns, _ = returns_and_advantages(model, storage, algo.gamma, values=values, after=after, device=device)
     chosen, entropies = distribution.log_prob_entropy(logits[:, :steps], actions)
     advantages = returns - values[:, :steps]
     acting, present = live_weights(storage, steps)  # a multi-agent env's rows: who acted, who was there

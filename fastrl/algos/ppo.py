@@ -21,10 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from csrc_free_kernels.gae import gae
 from fastrl.algos import minibatches
+from fastrl.algos.advantages import returns_and_advantages
 from fastrl.algos.minibatches import minibatch_indices  # noqa: F401 - PPO's, where its tests look for it
-from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import (
     Losses,
     Update,
@@ -281,15 +280,15 @@ class PPO(UpdateRule):
             bootstrap = values[:, steps]
         else:
             _, bootstrap = self.trainee(obs[:, steps])
-        advantages = gae(
-            storage["reward"][:, :steps],
-            storage["done"][:, :steps],
-            np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
+        returns, advantages = returns_and_advantages(
+            self.trainee,
+            storage,
             algo.gamma,
             algo.gae_lambda,
-            final_values=final_values(self.trainee, storage, device, after),
-        )  # time limits
-        advantages = torch.from_numpy(advantages).to(device)
+            values=np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
+            after=after,  # time limits: a recurrent trainee values final observations with the state after them
+            device=device,
+        )
         values = storage.tensor("value")[:, :steps].float()
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
         acting, present = live_weights(storage, steps)
@@ -299,7 +298,7 @@ class PPO(UpdateRule):
             old_logp=flat(storage.tensor("logp")[:, :steps]),
             old_values=flat(values),
             advantages=flat(advantages),
-            returns=flat(advantages + values),
+            returns=flat(returns),
             acting=None if acting is None else flat(acting),
             present=None if present is None else flat(present),
         )

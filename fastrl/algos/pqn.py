@@ -34,9 +34,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from csrc_free_kernels.epsilon_greedy import epsilon_greedy, epsilon_greedy_rows_kernel
-from csrc_free_kernels.gae import gae
 from fastrl.algos import minibatches
-from fastrl.algos.time_limits import final_values
+from fastrl.algos.advantages import returns_and_advantages
 from fastrl.algos.update_rule import Update, UpdateRule, checked_losses, gradients_of
 from fastrl.envs.actions import DISCRETE
 from fastrl.learning.schedules import FrameClock
@@ -228,15 +227,14 @@ class PQN(UpdateRule):
         obs = storage.tensor("obs")
         acted = np.ascontiguousarray(storage["value"][:, :steps], np.float32)  # max Q of the acting weights
         _, bootstrap = self.model(obs[:, steps])
-        advantages = gae(
-            storage["reward"][:, :steps],
-            storage["done"][:, :steps],
-            np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
+        targets, _ = returns_and_advantages(  # GAE(λ) + V: the Q(λ) targets, time limits bootstrapped
+            self.model,
+            storage,
             self.algo.gamma,
             self.options.q_lambda,
-            final_values=final_values(self.model, storage, self.device),  # time limits
+            values=np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
+            device=self.device,
         )
-        targets = torch.from_numpy(advantages + acted).to(self.device)
         flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
         return flat(obs[:, :steps]), flat(storage.tensor("action")[:, :steps]), flat(targets)
 

@@ -5,7 +5,8 @@ terminal state, so its return bootstraps, r_t + γ V(final observation), as a ro
 row T bootstraps from V(obs_T). The reset writes the next episode's first observation over the
 final one, so the executor keeps the final observation of a truncated step in the slot's
 ``final_obs`` row (``fastrl.buffers.slots``) and the learner values it here, with the same
-parameters that value row T.
+parameters that value row T. A rule asks for its returns and advantages with these values in
+(``fastrl.algos.advantages.returns_and_advantages``); V-trace (IMPALA) takes them directly.
 
 Why the observation and not its value (an actor forward before the reset, written as a
 per-step ``trunc_value``): that would save the observation memory but add a request/answer
