@@ -48,6 +48,9 @@ class Algorithm:
     options: type | str | None = None  # a dataclass of its hyper-parameters (or its path): [algo.options]
     check: Callable[[Config], str | None] | None = None  # its cross-key checks: the error, or None
     gala: bool = False  # a GALA agent's rule (each gala learner learns with it)
+    # learns from a multi-agent env's agent rows: its loss weighs each row by how its agent took part (the `live`
+    # field, fastrl.algos.update_rule.live_weights); waiting and absent agents' rows are skipped
+    agent_rows: bool = False
     # (spec, options) -> the actors' ActionDistribution, or its path; None: the action space's own (categorical,
     # Gaussian...). An algorithm that acts otherwise (PQN's epsilon-greedy) names its own.
     sampler: str | Callable[..., Any] | None = None
@@ -179,6 +182,12 @@ def options_of(algorithm: Algorithm, table: dict) -> Any:
     return build_section(options, table, "algo.options.")
 
 
+def learns_agent_rows(name: str) -> bool:
+    """Whether the algorithm of ``algo.name`` learns from a multi-agent env's agent rows (its registration's
+    ``agent_rows``); a plug-in's module is imported here, as when its run starts. Bad names: ``ConfigError``."""
+    return load_algorithm(name).agent_rows
+
+
 def metric_keys(algorithm: Algorithm) -> dict[str, int]:
     """The stats column of each metric the algorithm reports: PPO's have their own, a plug-in's the extra ones."""
     from fastrl.buffers.control import Stat
@@ -214,6 +223,7 @@ register_algorithm(
         lags=(0, 1),
         summary="A2C: n-step returns, one gradient per rollout (PAAC in sync, HTS-RL's delayed gradient in hts)",
         gala=True,
+        agent_rows=True,
     )
 )
 register_algorithm(
@@ -227,10 +237,17 @@ register_algorithm(
         epochs=True,
         metrics=("clip", "clip_fraction", "approx_kl", "epochs_done"),
         check=_ppo_check,
+        agent_rows=True,
     )
 )
 register_algorithm(
-    Algorithm("impala", "fastrl.algos.impala:Impala", lags=(None,), summary="IMPALA: V-trace on gathered batches")
+    Algorithm(
+        "impala",
+        "fastrl.algos.impala:Impala",
+        lags=(None,),
+        summary="IMPALA: V-trace on gathered batches",
+        agent_rows=True,
+    )
 )
 register_algorithm(
     Algorithm(
@@ -253,5 +270,6 @@ register_algorithm(
         summary="collects without learning (benchmarks)",
         learns=False,
         gala=True,
+        agent_rows=True,  # it learns nothing, so any env's rows will do (fastrl bench two-player samples so)
     )
 )
