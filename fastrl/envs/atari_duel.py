@@ -32,6 +32,7 @@ from fastrl.config import AtariConfig
 from fastrl.envs.actions import ActionSpec, UnsupportedEnvError
 from fastrl.envs.atari_screen import StepScreens
 from fastrl.envs.base import ABSENT, ACTING
+from fastrl.envs.pettingzoo_games import make_pettingzoo
 
 ATARI_PREFIX = "pettingzoo.atari:"
 
@@ -138,8 +139,6 @@ class AtariDuel:
     ``fastrl.envs.pettingzoo.PettingZooAgent`` like a ``PettingZooGame``)."""
 
     def __init__(self, env_id: str, kwargs: dict, config: AtariConfig):
-        from fastrl.envs.pettingzoo import make_pettingzoo
-
         _check_protocol(env_id, config)
         kwargs = {"full_action_space": config.full_action_space, **kwargs, "auto_rom_install_path": _rom_folder()}
         self.env_id, self.config = env_id, config

@@ -28,7 +28,6 @@ restarts from a seeded reset.
 
 from __future__ import annotations
 
-import importlib
 import pickle
 from typing import Any
 
@@ -41,10 +40,10 @@ from fastrl.envs.actions import UnsupportedEnvError
 from fastrl.envs.atari_duel import AtariDuel, is_atari_duel
 from fastrl.envs.base import ABSENT, ACTING, WAITING, EnvAdapter
 from fastrl.envs.gym import GymEnv
+from fastrl.envs.pettingzoo_games import make_pettingzoo
 from fastrl.envs.registry import EnvBackend, register_env_backend
 
 NAME = "pettingzoo"
-PREFIX = "pettingzoo."
 
 
 class _Spaces(gym.Env):
@@ -52,50 +51,6 @@ class _Spaces(gym.Env):
 
     def __init__(self, observation_space, action_space):
         self.observation_space, self.action_space = observation_space, action_space
-
-
-def make_pettingzoo(env_id: str, kwargs: dict) -> Any:
-    """The PettingZoo env ``env_id`` names: one of PettingZoo's own, from its registry (PettingZoo >= 1.27, whose
-    module path now warns) or its module, as a ``parallel_env`` where it has one, else its AEC ``env``; or a
-    ``package.module:factory``'s env."""
-    module_name, _, attr = env_id.partition(":")
-    registered = _from_registry(module_name, attr, kwargs)
-    if registered is not None:
-        return registered
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        hint = " (pip install 'fastrl[multiagent]')" if module_name.startswith(PREFIX) else ""
-        raise UnsupportedEnvError(f"env.id = {env_id!r}: cannot import {module_name!r}{hint}: {exc}") from None
-    target = getattr(module, attr, None)
-    if target is None:
-        raise UnsupportedEnvError(f"env.id = {env_id!r}: module {module_name!r} has no {attr!r}")
-    if callable(getattr(target, "parallel_env", None)):
-        return target.parallel_env(**kwargs)
-    if callable(getattr(target, "env", None)):
-        return target.env(**kwargs)
-    if callable(target):
-        return target(**kwargs)
-    raise UnsupportedEnvError(f"env.id = {env_id!r}: {attr!r} is neither a PettingZoo env module nor a factory")
-
-
-def _from_registry(module_name: str, name: str, kwargs: dict) -> Any:
-    """``pettingzoo.classic:connect_four_v3`` -> ``pettingzoo.make(kind, "classic/connect_four_v3")``, its parallel
-    kind where registered; None where the id is not PettingZoo's or this PettingZoo has no registry."""
-    if not module_name.startswith(PREFIX):
-        return None
-    try:
-        import pettingzoo
-    except ImportError as exc:
-        raise UnsupportedEnvError(
-            f"env.id = {module_name}:{name!r} needs PettingZoo (pip install 'fastrl[multiagent]'): {exc}"
-        ) from None
-    base, _, version = name.rpartition("_v")  # the module connect_four_v3 is registered as connect_four-v3
-    key = f"{module_name[len(PREFIX) :]}/{base}-v{version}" if base and version.isdigit() else ""
-    for kind in ("parallel", "aec"):
-        if key in getattr(pettingzoo, f"{kind}_registry", {}):
-            return pettingzoo.make(kind, key, **kwargs)
-    return None
 
 
 def _is_parallel(env) -> bool:
