@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fastrl.errors import ConfigError
+from fastrl.tables import build_section
 
 if TYPE_CHECKING:
     from fastrl.config import Config
@@ -177,8 +178,6 @@ def options_of(algorithm: Algorithm, table: dict) -> Any:
         if table:
             raise ConfigError(f"algo.options = {table!r}: algo.name = {algorithm.name!r} takes no options of its own")
         return None
-    from fastrl.config.loading import build_section
-
     return build_section(options, table, "algo.options.")
 
 

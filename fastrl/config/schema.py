@@ -1,18 +1,19 @@
 """The run configuration's schema: one typed dataclass per section, every field with its
 documentation and its validation rules in ``metadata`` (``fastrl config`` and the generated
-``docs/config-reference.md`` print them; ``fastrl.config.loading`` enforces them)."""
+``docs/config-reference.md`` print them; ``fastrl.tables`` enforces them as a config is read).
+``"auto"`` (``AUTO``) in engine.executors, actors, inline_actors and the like: chosen for the machine when a run
+starts (``fastrl.process.auto_layout``)."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from fastrl.algos import registry
 from fastrl.errors import ConfigError
 from fastrl.modes import GALA_BASES, MODES, default_algorithm
-
-AUTO = "auto"  # engine.executors / actors / inline_actors: chosen for the machine (process/auto_layout.py)
+from fastrl.tables import AUTO
+from fastrl.tables import documented_field as _f
 
 
 def resolved_int(value: int | str, key: str) -> int:
@@ -28,14 +29,6 @@ def resolved_bool(value: bool | str, key: str) -> bool:
     if isinstance(value, str):
         raise ConfigError(f"{key} = {value!r} was not resolved before it was used (fastrl.process.auto_layout)")
     return value
-
-
-def _f(default: Any, doc: str, **rules: Any) -> Any:
-    """A dataclass field with its documentation and validation rules in metadata."""
-    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
-        factory = (lambda d=default: type(d)(d)) if not dataclasses.is_dataclass(default) else type(default)
-        return field(default_factory=factory, metadata={"doc": doc, **rules})
-    return field(default=default, metadata={"doc": doc, **rules})
 
 
 @dataclass
