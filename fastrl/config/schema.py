@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from fastrl.algos import registry
+from fastrl.config.validation import resolve_derived_defaults
 from fastrl.errors import ConfigError
-from fastrl.modes import GALA_BASES, MODES, default_algorithm
+from fastrl.modes import GALA_BASES, MODES
 from fastrl.tables import AUTO
 from fastrl.tables import documented_field as _f
 
@@ -569,25 +569,3 @@ class Config:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-# What "auto" means for the algorithm and the normalisation keys: what the mode, model and algorithm take.
-# Resolved when a Config is made, so everything after it (and the run's config.toml) reads plain values.
-BUILTIN_MODELS = ("auto", "mlp", "nature", "shallow", "impala", "multi")
-
-
-def resolve_derived_defaults(config: Config) -> None:
-    """The keys left at ``"auto"`` that follow from the others: ``algo.name`` the mode's algorithm
-    (``fastrl.modes.default_algorithm``); ``model.normalize_obs`` and ``algo.normalize_returns`` on where the
-    built-in models and PPO take them (the default job's settings), off for 'random', custom models and other
-    algorithms."""
-    if config.algo.name == AUTO:
-        config.algo.name = default_algorithm(config.engine.mode)
-    algorithm = registry.known(config.algo.name)  # a plug-in not imported yet: None
-    if config.model.name == AUTO and algorithm is not None and algorithm.model:
-        config.model.name = algorithm.model  # the network the algorithm learns with (PQN's Q-network)
-    builtin = config.model.name in BUILTIN_MODELS
-    if config.model.normalize_obs == AUTO:
-        config.model.normalize_obs = builtin
-    if config.algo.normalize_returns == AUTO:
-        config.algo.normalize_returns = builtin and algorithm is not None and algorithm.normalizes_returns
