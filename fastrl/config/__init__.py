@@ -1,8 +1,10 @@
 """Typed run configuration: TOML files and ``--set key=value`` overrides into dataclasses.
 
-``schema`` declares every section and key with its documentation and rules, ``loading`` builds a
-validated Config from a TOML file, a dict or overrides, ``validation`` checks what involves more
-than one key, ``reference`` lists every key for ``fastrl config`` and the docs.
+``schema`` holds the sections (declared with every key's documentation and rules in ``schema_learning``,
+``schema_engine`` and ``schema_multiagent``), ``loading`` builds a validated Config from a TOML file, a
+dict or overrides (each key read by ``fastrl.tables``), ``validation`` resolves and checks what involves
+more than one key, the algorithm registry and the modes, ``reference`` lists every key for
+``fastrl config`` and the docs.
 """
 
 from fastrl.config.loading import (
