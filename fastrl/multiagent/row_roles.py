@@ -1,0 +1,62 @@
+"""The multi-agent layer's row roles (``fastrl.sampling.row_roles``): who plays each agent's row.
+
+- ``PoolRoles`` (``selfplay.opponents = "pool"``, ``fastrl.learning.selfplay``): in every env one seat learns and
+  the others are played by the snapshot the learner drew for that env and rollout (``buffers.opponents``, per
+  rollout parity), the random player's zero slot or the scripted player, which each actor builds itself; no loss
+  reads the other seats.
+- ``NamedRoles`` (``multiagent.policies``, ``fastrl.learning.named_policies``): each agent's policy plays its rows
+  for the whole run, every policy but the run's from its slot of the pool segment; a frozen policy's rows are read
+  by no loss.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fastrl.learning.named_policies import policy_map
+from fastrl.learning.selfplay import scripted_slot
+from fastrl.models.scripted import build_scripted
+from fastrl.partition import opponent_rows
+
+
+class PoolRoles:
+    def __init__(self, spec, buffers, device: torch.device | None):
+        options = spec.config.selfplay
+        self.agents = spec.env_unit
+        self.opponent = opponent_rows(spec.envs, self.agents)
+        self.table = buffers.opponents  # [2, games]: each env's pool slot in the rollouts of each parity
+        self.scripted_slot, self.scripted = -1, None
+        if device is not None and options.scripted_share > 0:  # built where it plays: the actors
+            self.scripted_slot = scripted_slot(options, spec.mode.run_ahead)
+            self.scripted = build_scripted(options.scripted, spec.env_info).to(device)
+
+    def unlearned_rows(self) -> np.ndarray:
+        return self.opponent
+
+    def slots(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
+        played = self.opponent[envs]
+        slots = np.full(len(envs), -1, np.int64)
+        slots[played] = self.table[version % 2][envs[played] // self.agents]
+        return slots
+
+    def model(self, slot: int) -> torch.nn.Module | None:
+        return self.scripted if slot == self.scripted_slot else None
+
+
+class NamedRoles:
+    def __init__(self, spec, buffers, device: torch.device | None):
+        named = policy_map(spec.config, spec.env_info.agent_names)
+        assert named is not None, "named policies' roles apply only where multiagent.policies maps agents"
+        self.frozen = named.frozen_rows(spec.envs)
+        # each row's slot per rollout parity (hts publishes every other learning policy once for each)
+        self.row_slots = [named.row_slots(spec.envs, parity) for parity in (0, 1)]
+
+    def unlearned_rows(self) -> np.ndarray:
+        return self.frozen
+
+    def slots(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
+        return self.row_slots[version % 2][envs]
+
+    def model(self, slot: int) -> torch.nn.Module | None:
+        return None

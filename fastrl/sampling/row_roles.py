@@ -1,0 +1,128 @@
+"""Row roles: who plays each row of the buffers, and whether a loss reads it (docs/extending.md, "A row role").
+
+A multi-agent env's agents are rows of their own (row e: env e // k's agent e mod k). By default the learner's
+weights play every row. A row role hands some rows to other players, and the executors and actors ask it only:
+
+- the executors mark the rows no loss reads (``unlearned_rows``): their ``live`` is ``OPPONENT``
+  (``fastrl.envs.base``), whatever the env says;
+- the actors forward each requested row with the player ``slots`` names for the rollout acting with a version:
+  -1, the learner's weights; ``k`` >= 0, either the model the role built for ``k`` itself (``model``: e.g. a
+  scripted player) or, where it built none, the parameters in slot ``k`` of the shared pool segment
+  (``fastrl.buffers``), written by the learner's side of the layer.
+
+Every answer must follow from the config, the version and what the requested rows hold (written before they are
+requested), never from timing or the process layout, so a run stays bit-identical across layouts.
+
+A kind of row role registers with ``register_row_roles(name, applies, factory)``: ``applies(config)`` says
+whether it plays a run's rows (at most one kind may), and ``factory(spec, buffers, device)`` builds it in each
+executor (``device`` None: it forwards nothing) and each actor (the device it forwards on). ``row_roles_for``
+finds the one that applies, after ``fastrl.layers.load_layers`` has imported the built-in layers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from fastrl.errors import ConfigError
+from fastrl.layers import load_layers
+
+if TYPE_CHECKING:  # annotations only: the executors never import torch for this
+    import torch
+
+    from fastrl.config import Config
+
+
+class RowRoles(Protocol):
+    """Who plays a run's rows; built once per executor and per actor."""
+
+    def unlearned_rows(self) -> np.ndarray:
+        """[envs] bool, per global row: whether no loss reads it (the executors write its ``live`` as OPPONENT)."""
+        ...
+
+    def slots(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
+        """For requested global rows ``envs`` (their observations in the slots' flat rows ``rows``) of the rollout
+        acting with ``version``: each one's player, an int64 array: -1 for the learner's weights, else a slot
+        (``model``'s, or the pool segment's)."""
+        ...
+
+    def model(self, slot: int) -> torch.nn.Module | None:
+        """The model the actor forwards ``slot``'s rows with where the role built it (on the factory's device), or
+        None: the parameters in the pool segment's slot ``slot``, loaded into a copy of the run's model."""
+        ...
+
+
+Factory = Callable[..., RowRoles]  # (spec, buffers, device) -> RowRoles
+
+
+@dataclass(frozen=True)
+class RowRolesKind:
+    name: str
+    applies: Callable[[Config], bool]
+    factory: Factory | str  # or "package.module:attr", imported when a run it applies to starts
+
+    def build(self, spec, buffers, device) -> RowRoles:
+        factory = self.factory
+        if isinstance(factory, str):
+            factory = _imported(factory, f"row roles {self.name!r}")
+        return factory(spec, buffers, device)
+
+
+_KINDS: dict[str, RowRolesKind] = {}
+
+
+def register_row_roles(name: str, applies: Callable[[Config], bool], factory: Factory | str) -> RowRolesKind:
+    """Make a kind of row role known: ``applies(config)`` says whether it plays a run's rows, ``factory(spec,
+    buffers, device)`` builds it (or its ``"package.module:attr"``, imported only when a run it applies to starts).
+    Registering a name again replaces its kind."""
+    if not name:
+        raise ConfigError("a kind of row role needs a name")
+    if not callable(applies):
+        raise ConfigError(f"row roles {name!r}: applies must be a function of the config (got {applies!r})")
+    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
+        raise ConfigError(
+            f"row roles {name!r}: factory must be (spec, buffers, device) -> RowRoles or its "
+            f"'package.module:attr' (got {factory!r})"
+        )
+    kind = _KINDS[name] = RowRolesKind(name, applies, factory)
+    return kind
+
+
+def unregister_row_roles(name: str) -> None:
+    """Forget a kind of row role (a test's own, once it is done)."""
+    _KINDS.pop(name, None)
+
+
+def row_roles_kind(config: Config) -> RowRolesKind | None:
+    """The kind of row role that applies to ``config``, or None: the learner's weights play every row."""
+    load_layers()
+    applying = [kind for kind in _KINDS.values() if kind.applies(config)]
+    if len(applying) > 1:
+        raise ConfigError(
+            f"more than one kind of row role applies to this run ({', '.join(k.name for k in applying)}): "
+            "each row has one player"
+        )
+    return applying[0] if applying else None
+
+
+def row_roles_for(spec, buffers, device: torch.device | None = None) -> RowRoles | None:
+    """The run's row roles (``device``: where an actor forwards; None in an executor), or None where no kind
+    applies."""
+    kind = row_roles_kind(spec.config)
+    return None if kind is None else kind.build(spec, buffers, device)
+
+
+def _imported(path: str, what: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(f"{what}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"{what}: module {module_name!r} has no {attr!r}") from None
