@@ -116,6 +116,8 @@ class Executor:
         # executor zeroes it where an episode starts and carries it across slots like the observation
         self.hidden = rows.get("hidden")
         self.live = rows.get("live")  # a multi-agent env's rows: how each takes part in learning (envs.base)
+        # the row fields a slot's row 0 carries on from its env's last row T
+        self.carried = [field for field in (self.obs, self.hidden, self.live) if field is not None]
         # self-play against a pool: the seats a snapshot plays are marked OPPONENT whatever the env says
         # and so are the agents of a frozen named policy (multiagent.frozen): no loss reads their rows
         pool = spec.config.selfplay.opponents == "pool"
@@ -145,7 +147,7 @@ class Executor:
         self.slots = spec.slot_map  # where each env's steps live
         self.rngs, self.restored = self._streams_and_states()
         self.recent_episodes = self._recent_episodes()
-        self.cycle = cycle_for(self)  # the mode's part: barriers, or the async queues
+        self.cycle = cycle_for(self, spec.mode.queued)  # the mode's part: barriers, or the async queues
 
     def _groups(self) -> list[list[int]] | None:
         """For each env, the local indices of the envs its backend steps together with it (``EnvGroup``, in
@@ -267,14 +269,6 @@ class Executor:
             self.hidden[row] = state["hidden"]
         if self.live is not None:
             self.live[row] = self._live(i)
-
-    def carry(self, row: int, last: int) -> None:
-        """Row 0 of an env's next slot goes on from row T of its last: the observation, and a recurrent state."""
-        self.obs[row] = self.obs[last]
-        if self.hidden is not None:
-            self.hidden[row] = self.hidden[last]
-        if self.live is not None:
-            self.live[row] = self.live[last]
 
     def _reset_seed(self, i: int) -> int:
         return int(self.rngs[i].integers(RESET_SEED_BOUND))

@@ -17,23 +17,51 @@ from __future__ import annotations
 
 import time
 from queue import Empty
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from fastrl.buffers.control import Clock
-from fastrl.sampling.channels import decode_rollout_done, encode_full, encode_rollout_done
-
-if TYPE_CHECKING:
-    from fastrl.sampling.executor import Executor
+from fastrl.buffers.slots import SlotMap
+from fastrl.sampling.channels import Channels, decode_rollout_done, encode_full, encode_rollout_done
 
 Requests = dict[int, list[int]]  # actor -> encoded requests, flushed by the executor
+
+
+class CycleHost(Protocol):
+    """What a slot cycle reads and calls of the executor it runs in (``fastrl.sampling.executor``). Envs are
+    named by local index ``i``; rows are flat rows of the slots."""
+
+    env_list: list[int]  # each local env's global index
+    envs_total: int  # envs of the run
+    steps: int  # T: steps of a rollout
+    first_rollout: int  # this process's first: its envs begin (reset, or restore a saved state) rather than carry on
+    learners: int
+    learner_of: np.ndarray  # each global env's learner
+    local_of_learner: list[list[int]]  # each learner's envs, by local index
+    slots: SlotMap
+    channels: Channels
+    timing: np.ndarray  # this executor's row of seconds per kind of work (``Clock``)
+    carried: list[np.ndarray]  # the row fields a slot's row 0 takes from its env's last row T (obs, and state)
+    t: list[int]  # each env's step within its rollout
+    row: list[int]  # each env's current row
+    env_rollout: list[int]  # the rollout each env is filling, or finished and parked at
+    rollouts: list[int]  # the newest rollout each learner has released ("go")
+
+    def begin(self, i: int, row: int) -> None:
+        """Env ``i``'s first row of this process: its saved state restored, or a reset."""
+
+    def announce(self, i: int, row: int, requests: Requests) -> None:
+        """Env ``i``'s observation is in ``row``: ask its actor for the action (into ``requests``)."""
+
+    def flush(self, requests: Requests) -> None:
+        """Send ``requests`` to the actors."""
 
 
 class Barriers:
     """Rollouts released by the learner's "go"; slots reported per rollout (see the module's doc)."""
 
-    def __init__(self, executor: Executor):
+    def __init__(self, executor: CycleHost):
         self.ex = executor
 
     def go(self, rollout: int, learner: int, requests: Requests) -> None:
@@ -50,7 +78,9 @@ class Barriers:
         if rollout == ex.first_rollout:
             ex.begin(i, row)
         else:
-            ex.carry(row, ex.row[i])  # the last observation (and state) of the previous rollout
+            last = ex.row[i]  # row T of the previous rollout: its last observation (and state)
+            for field in ex.carried:
+                field[row] = field[last]
         ex.t[i] = 0
         ex.env_rollout[i] = rollout
         ex.announce(i, row, requests)
@@ -82,16 +112,13 @@ class Barriers:
 class Queues:
     """Slots circulating through the free and full queues (see the module's doc)."""
 
-    def __init__(self, executor: Executor):
+    def __init__(self, executor: CycleHost):
         self.ex = executor
         n = len(executor.env_list)
         self.waiting: list[int] = []  # envs without a slot, in the order they asked
         self.fresh = [True] * n  # not begun yet: its first slot starts with a reset (or a saved state)
-        info = executor.spec.env_info
-        self.last_obs = np.zeros((n, *info.obs_shape), info.obs_dtype)
-        hidden = executor.hidden
-        self.last_hidden = np.zeros((n, hidden.shape[1]), np.float32) if hidden is not None else None
-        self.last_live = np.zeros(n, executor.live.dtype) if executor.live is not None else None  # multi-agent
+        # each env's last row T, kept aside: its full slot may be handed out again at once
+        self.last = [np.zeros((n, *field.shape[1:]), field.dtype) for field in executor.carried]
 
     def go(self, rollout: int, learner: int, requests: Requests) -> None:
         """The only "go" of an async run: every env takes a free slot."""
@@ -101,12 +128,9 @@ class Queues:
     def full(self, i: int, last_row: int, finished: list[int], requests: Requests) -> None:
         """Env ``i``'s slot goes to the learner; the env keeps its last observation and waits for a free one."""
         ex = self.ex
-        self.last_obs[i] = ex.obs[last_row]
-        if self.last_hidden is not None and ex.hidden is not None:
-            self.last_hidden[i] = ex.hidden[last_row]
-        if self.last_live is not None and ex.live is not None:
-            self.last_live[i] = ex.live[last_row]
-        finished.append(encode_full(ex.slots.slot_of(last_row), ex.env_list[i], ex.spec.envs))
+        for kept, field in zip(self.last, ex.carried):
+            kept[i] = field[last_row]
+        finished.append(encode_full(ex.slots.slot_of(last_row), ex.env_list[i], ex.envs_total))
         self.waiting.append(i)
 
     def report(self, finished: list[int], timeout: float) -> None:
@@ -137,17 +161,14 @@ class Queues:
                 self.fresh[i] = False
                 ex.begin(i, row)
             else:
-                ex.obs[row] = self.last_obs[i]
-                if self.last_hidden is not None and ex.hidden is not None:
-                    ex.hidden[row] = self.last_hidden[i]
-                if self.last_live is not None and ex.live is not None:
-                    ex.live[row] = self.last_live[i]
+                for kept, field in zip(self.last, ex.carried):
+                    field[row] = kept[i]
             ex.t[i] = 0
             ex.announce(i, row, requests)
         if own:
             ex.flush(requests)
 
 
-def cycle_for(executor: Executor) -> Barriers | Queues:
-    """The strategy of the run's mode."""
-    return Queues(executor) if executor.spec.mode.queued else Barriers(executor)
+def cycle_for(executor: CycleHost, queued: bool) -> Barriers | Queues:
+    """The strategy of the run's mode (``queued``: ``ModeSpec.queued``)."""
+    return Queues(executor) if queued else Barriers(executor)
