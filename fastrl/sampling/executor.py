@@ -7,11 +7,8 @@ pass for the others (double-buffered sampling falls out of the per-env state). A
 finished its rollout begins the next one at once if its "go" has come (``hts`` runs ahead: the
 learner sends "go j+1" before rollout j is done), else it parks until the "go" arrives.
 
-Faults: before every env call the executor writes which env, step and action into its
-activity row (the watchdog names them if the call never returns). An env that raises or
-returns what its spaces forbid ends the run with an ``EnvError`` naming all of it, or, with
-``env.on_error = "reset"``, is reset: the failed step is marked done with reward 0 (no
-bootstrap across it), the partial episode is dropped and the error counted.
+Faults: every env call is named in the executor's activity row first, and a call that fails ends
+the run or, with ``env.on_error = "reset"``, resets its env (``fastrl.sampling.env_faults``).
 
 Time limits: a step the env ends by truncation (``done`` = ``TRUNCATED``) also copies its
 final observation into the slot's ``final_obs`` row before the reset overwrites it, so the
@@ -24,52 +21,34 @@ learner's "go") or queues (``async``: slots circulating through the free and ful
 
 Checkpoints: when the learner asks (control block) at a barrier, where all envs are parked,
 the executor saves every env's state, RNG stream, episode counters and last observation; a
-resumed run restores them and continues bit for bit.
+resumed run restores them and continues bit for bit (``fastrl.sampling.env_checkpoints``).
 """
 
 from __future__ import annotations
 
-import logging
 import random
 import time
-import traceback
-from collections import deque
-from pathlib import Path
 from queue import Empty
 
 import numpy as np
 
 from csrc_free_kernels.step_end import TERMINATED, TRUNCATED
 from fastrl.buffers import RunBuffers
-from fastrl.buffers.control import Activity, Clock, Phase
+from fastrl.buffers.control import Clock
 from fastrl.config import resolved_int
 from fastrl.envs import EnvAdapter
 from fastrl.envs.base import OPPONENT, EnvGroup
-from fastrl.envs.gym import EnvOutputError
 from fastrl.envs.registry import make_envs
-from fastrl.errors import EnvError
 from fastrl.learning.named_policies import policy_map
 from fastrl.partition import opponent_rows, owner_of, split
-from fastrl.runs.checkpoint import (
-    CheckpointStore,
-    read_env_episodes,
-    read_env_states,
-    write_env_episodes,
-    write_env_states,
-)
+from fastrl.runs.checkpoint import CheckpointStore, write_env_episodes, write_env_states
 from fastrl.sampling.channels import Channels, decode_go, encode_request
+from fastrl.sampling.env_checkpoints import env_state, restored_episodes, restored_streams
+from fastrl.sampling.env_faults import ACTION, ENV, IDLE, PHASE, RESET, STEP, STEPPING, EnvFaults
 from fastrl.sampling.slot_cycles import cycle_for
-from fastrl.seeding import env_rng
 from fastrl.spec import RunSpec, WorkerIds
 
-log = logging.getLogger(__name__)
 RESET_SEED_BOUND = 2**31 - 1
-# activity columns and phases as plain ints: an IntEnum lookup costs more than the write, on every step
-_PHASE, _ENV, _STEP, _ACTION, _ERRORS = (
-    int(c) for c in (Activity.PHASE, Activity.ENV, Activity.STEP, Activity.ACTION, Activity.ENV_ERRORS)
-)
-_IDLE, _RESET, _STEPPING = int(Phase.IDLE), int(Phase.RESET), int(Phase.STEP)
-RESET_ATTEMPTS = 3  # with env.on_error = "reset": consecutive failed resets before giving up
 
 
 class Executor:
@@ -134,6 +113,7 @@ class Executor:
         self.control = buffers.control
         self.timing = buffers.control.timing[self.worker]
         self.activity = memoryview(buffers.control.activity[self.worker])  # cheaper item access than numpy
+        self.faults = EnvFaults(self.activity, spec.config.env.id, self.name, spec.config.env.on_error)
         self.save_request = buffers.control.env_saves.data  # = memoryview(env_saves); numpy types .data as one
         self.store = CheckpointStore(spec.checkpoint_dir)
         self.step_delay_s = engine.step_delay_s
@@ -145,8 +125,8 @@ class Executor:
         self.saved_rollout = -1
         self.first_rollout = spec.resume.rollout if spec.resume else 0
         self.slots = spec.slot_map  # where each env's steps live
-        self.rngs, self.restored = self._streams_and_states()
-        self.recent_episodes = self._recent_episodes()
+        self.rngs, self.restored = restored_streams(spec, self.env_list, self.first_rollout)
+        self.recent_episodes = restored_episodes(spec, self.env_list)
         self.cycle = cycle_for(self, spec.mode.queued)  # the mode's part: barriers, or the async queues
 
     def _groups(self) -> list[list[int]] | None:
@@ -158,29 +138,6 @@ class Executor:
         for i, group in enumerate(self.env_group):
             members.setdefault(id(group), []).append(i)
         return [members[id(group)] for group in self.env_group]
-
-    def _streams_and_states(self) -> tuple[list[np.random.Generator], dict[int, dict]]:
-        """Each env's RNG stream, and the saved states a resumed run continues from (by local index)."""
-        seed, resume = self.spec.config.run.seed, self.spec.resume
-        saved = read_env_states(Path(resume.env_states)) if resume and resume.env_states else {}
-        rngs, restored = [], {}
-        for i, env in enumerate(self.env_list):
-            state = saved.get(env)
-            if state is not None and state["env"] is not None:
-                rng = np.random.default_rng()
-                rng.bit_generator.state = state["rng"]
-                restored[i] = state
-            else:  # a fresh run, or an env that could not be saved: seeded restart
-                rng = env_rng(seed, self.spec.global_env(env), restart=self.first_rollout)
-            rngs.append(rng)
-        return rngs, restored
-
-    def _recent_episodes(self) -> list[deque[tuple[int, int, float, int]]]:
-        """Each env's last ``run.return_window`` finished episodes as ``(rollout, step, return, length)``, saved
-        with its state so that a resumed run's return windows start full (from the checkpoint's, on resume)."""
-        resume, window = self.spec.resume, self.spec.config.run.return_window
-        saved = read_env_episodes(Path(resume.env_states)) if resume and resume.env_states else {}
-        return [deque(saved.get(env, ()), maxlen=window) for env in self.env_list]
 
     # ------------------------------------------------------------------ loop (fastrl.process.component's protocol)
 
@@ -289,13 +246,7 @@ class Executor:
         try:
             self.env_group[i].step(actions)
         except Exception as exc:
-            self.activity[_PHASE] = _IDLE
-            details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            raise EnvError(
-                f"env {self.spec.config.env.id!r} #{[self.env_list[j] for j in members]} on {self.name}: its "
-                f"backend's group step(actions={actions}) raised {type(exc).__name__}: {exc}",
-                details,
-            ) from exc
+            self.faults.group_failed(exc, [self.env_list[j] for j in members], actions)
         for j in members:
             self._step(j, requests, finished, episodes)
 
@@ -334,20 +285,13 @@ class Executor:
 
     # ------------------------------------------------------------------ env calls and their faults
 
-    def _mark(self, phase: int, i: int, action: int) -> None:
-        activity = self.activity
-        activity[_ENV] = self.env_list[i]
-        activity[_STEP] = self.episode_length[i]
-        activity[_ACTION] = action
-        activity[_PHASE] = phase
-
     def _env_step(self, i: int, row: int, action):
         """``action``: an int (Discrete) or the slot's action row (the watchdog then names no action)."""
-        activity = self.activity  # _mark, inlined: this runs on every step
-        activity[_ENV] = self.env_list[i]
-        activity[_STEP] = self.episode_length[i]
-        activity[_ACTION] = action if self.scalar_actions else -1
-        activity[_PHASE] = _STEPPING
+        activity = self.activity  # EnvFaults.mark, inlined: this runs on every step
+        activity[ENV] = self.env_list[i]
+        activity[STEP] = self.episode_length[i]
+        activity[ACTION] = action if self.scalar_actions else -1
+        activity[PHASE] = STEPPING
         obs = self.obs
         try:
             result = self.envs[i].step(action, obs[row], obs[row + 1])
@@ -355,22 +299,22 @@ class Executor:
             self._env_failed(i, "step", action, exc)  # raises unless env.on_error = "reset"
             self._reset(i, row + 1)
             return None
-        self.activity[_PHASE] = _IDLE
+        activity[PHASE] = IDLE
         return result
 
     def _reset(self, i: int, row: int) -> None:
         """A new episode's first observation into ``row``; a recurrent policy starts it from a zero state."""
         if self.hidden is not None:
             self.hidden[row] = 0.0
-        attempts = RESET_ATTEMPTS if self.spec.config.env.on_error == "reset" else 1
+        attempts = self.faults.reset_attempts
         for attempt in range(1, attempts + 1):
-            self._mark(_RESET, i, -1)
+            self.faults.mark(RESET, self.env_list[i], self.episode_length[i], -1)
             try:
                 self.envs[i].reset(self._reset_seed(i), self.obs[row])
             except Exception as exc:
                 self._env_failed(i, "reset", -1, exc, last=attempt == attempts)
                 continue
-            self.activity[_PHASE] = _IDLE
+            self.faults.idle()
             if self.live is not None:
                 self.live[row] = self._live(i)
             return
@@ -379,28 +323,13 @@ class Executor:
         """How env ``i``'s row just written takes part in learning (``fastrl.envs.base``)."""
         return OPPONENT if self.opponent[i] else self.envs[i].live  # type: ignore[attr-defined]  # multi-agent
 
-    def _env_failed(self, i: int, phase: str, action: int, exc: Exception, last: bool = False) -> None:
-        """Raise the ``EnvError`` that names the env, or count the error and let the caller reset."""
-        self.activity[_PHASE] = _IDLE
-        message = self._describe(i, phase, action, exc)
-        details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        if self.spec.config.env.on_error == "raise":
-            raise EnvError(message + "; set env.on_error = 'reset' to reset a failing env and go on", details) from exc
-        if last:
-            raise EnvError(f"{message}; it failed {RESET_ATTEMPTS} resets in a row", details) from exc
-        self.activity[_ERRORS] += 1
-        first = self.activity[_ERRORS] == 1
-        log.warning("%s; resetting it (env.on_error = 'reset')%s", message, "\n" + details if first else "")
-        self.episode_return[i] = 0.0  # the partial episode is dropped, not reported
+    def _env_failed(self, i: int, phase: str, action, exc: Exception, last: bool = False) -> None:
+        """Raise the ``EnvError`` that names the env, or count the error and drop the partial episode (it is not
+        reported) for the caller to reset the env."""
+        step, rollout = int(self.episode_length[i]), int(self.env_rollout[i])
+        self.faults.failed(exc, self.env_list[i], phase, action, step, rollout, last)
+        self.episode_return[i] = 0.0
         self.episode_length[i] = 0
-
-    def _describe(self, i: int, phase: str, action: int, exc: Exception) -> str:
-        what = f"returned {exc}" if isinstance(exc, EnvOutputError) else f"raised {type(exc).__name__}: {exc}"
-        call = f"step(action={action})" if phase == "step" else "reset()"
-        return (
-            f"env {self.spec.config.env.id!r} #{self.env_list[i]} on {self.name} {what}, in {call} at step "
-            f"{int(self.episode_length[i])} of its episode (rollout {int(self.env_rollout[i])})"
-        )
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -408,33 +337,24 @@ class Executor:
         """At a barrier every env is parked after its last step: save what resuming needs to go on exactly."""
         if any(t != self.steps for t in self.t) or self.rollouts[0] != rollout - 1:
             raise RuntimeError(f"{self.name}: asked to save env states for rollout {rollout} while not parked")
-        states = {e: self._env_state(i) for i, e in enumerate(self.env_list)}
+        hidden = self.hidden
+        states = {
+            e: env_state(
+                self.envs[i],
+                self.rngs[i],
+                self.episode_return[i],
+                self.episode_length[i],
+                self.obs[self.row[i]],
+                None if hidden is None else hidden[self.row[i]],
+                self.spec.config.env.id if i == 0 else None,
+            )
+            for i, e in enumerate(self.env_list)
+        }
         write_env_states(self.store.env_dir(rollout), self.name, states)
         recent = {e: list(self.recent_episodes[i]) for i, e in enumerate(self.env_list)}
         write_env_episodes(self.store.env_dir(rollout), self.name, recent)
         self.saved_rollout = rollout
         self.control.mark_env_saved(self.worker, rollout)
-
-    def _env_state(self, i: int) -> dict:
-        try:
-            env_state = self.envs[i].get_state()
-        except Exception as exc:  # e.g. an env holding a socket or a simulator handle
-            env_state = None
-            if i == 0:
-                log.warning(
-                    "env %r cannot be saved (%s: %s); a resumed run restarts it with a seeded reset",
-                    self.spec.config.env.id,
-                    type(exc).__name__,
-                    exc,
-                )
-        return {
-            "env": env_state,
-            "rng": self.rngs[i].bit_generator.state,
-            "episode_return": float(self.episode_return[i]),
-            "episode_length": int(self.episode_length[i]),
-            "obs": self.obs[self.row[i]].copy(),
-            **({"hidden": self.hidden[self.row[i]].copy()} if self.hidden is not None else {}),
-        }
 
     def shutdown(self) -> None:
         """Nothing to save: what a resume needs of the envs is saved at checkpoint barriers (``_save_env_states``)."""
