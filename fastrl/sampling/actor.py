@@ -9,6 +9,10 @@ learner, and each learner's rows are forwarded with that learner's weights. Wher
 ahead (``hts``) two rollouts are in flight at once, each acting with its own weights: the row
 names the storage, the storage the weight slot. In lockstep (``sync``) an actor waits for all
 of one learner's envs it serves, never for another learner's.
+
+Rows other players than the learner play (the run's row roles, ``fastrl.sampling.row_roles``) are forwarded
+apart, each player's with its own model: one the roles built, or a copy of the run's model loaded with a slot of
+the shared pool segment.
 """
 
 from __future__ import annotations
@@ -25,15 +29,12 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
-from fastrl.envs.base import OPPONENT
-from fastrl.learning.named_policies import policy_map
-from fastrl.learning.selfplay import scripted_slot
 from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.policy import build_policy
-from fastrl.models.scripted import build_scripted
 from fastrl.partition import owner_of, split
 from fastrl.sampling.channels import Channels, decode_request
+from fastrl.sampling.row_roles import RowRoles, row_roles_for
 from fastrl.spec import RunSpec, WorkerIds
 
 
@@ -82,25 +83,12 @@ class Actor:
         self.hidden_batch = (
             None if self.hidden is None else torch.empty((self.served, self.hidden.shape[1]), pin_memory=pinned)
         )
-        # rows other parameters play, each with a slot of the pool segment: self-play's snapshots (OPPONENT rows,
-        # each env's drawn at the barrier: fastrl.learning.selfplay) or multiagent.policies' other policies (fixed
-        # per row: fastrl.learning.named_policies)
-        self.pool = buffers.plan.pool > 0
-        self.live = rows.get("live")
-        self.agents = spec.env_unit
-        named = policy_map(spec.config, spec.env_info.agent_names)
-        # each row's slot, per rollout parity (hts publishes a learning named policy for each)
-        self.row_slots = None if named is None else [named.row_slots(spec.envs, parity) for parity in (0, 1)]
-        self.opponents = buffers.opponents if self.pool and named is None else None
+        # the players of rows other than the learner's (None: the learner's weights play every row), and the
+        # models of those that play with a slot of the pool segment, loaded as it changes
         self.pool_params = [buffers.pool_params(k) for k in range(buffers.plan.pool)]
         self.pool_models: dict[int, torch.nn.Module] = {}
         self.pool_versions: dict[int, int] = {}
-        # the pool's scripted player (selfplay.scripted): no parameters to load, built here once
-        selfplay = spec.config.selfplay
-        self.scripted_slot, self.scripted = None, None
-        if self.opponents is not None and selfplay.scripted_share > 0:
-            self.scripted_slot = scripted_slot(selfplay, spec.mode.run_ahead)
-            self.scripted = build_scripted(selfplay.scripted, spec.env_info).to(self.device)
+        self.roles = row_roles_for(spec, buffers, self.device)
         self.pending: list[list[int]] = [[] for _ in range(sets)]  # requests by weight set
         self.constant: list[tuple | None] = [None] * sets  # (version, logits, value) of an obs-blind policy
         self.zero_micro_batch: torch.Tensor | None = None  # its input, made on first use
@@ -183,10 +171,11 @@ class Actor:
         envs, rows = decode_request(messages, self.envs_total)
         model = self.models[weights]
         version = self.params[weights].load_into(model, self.versions[weights])
-        if self.pool:
-            rows = self._act_opponents(envs, rows, version)
+        roles = self.roles
+        if roles is not None:
+            rows = self._act_others(roles, envs, rows, version)
         n = len(rows)
-        if n == 0:  # every row a snapshot's
+        if n == 0:  # every row another player's
             self.versions[weights] = version
             return envs
         if self.reads_observations:
@@ -224,21 +213,20 @@ class Actor:
         self.hidden[rows + 1] = after.float().cpu().numpy()  # row t + 1 of the same slot: the actor never acts on row T
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
-    def _act_opponents(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
-        """Act on the rows other parameters play: a named policy's with its slot, a pool snapshot's with the one
-        the learner drew for its env for this rollout (version v acts on rollout v); the rows of the learner's
-        own weights are returned."""
-        slots = self._slots_of(envs, rows, version)
+    def _act_others(self, roles: RowRoles, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
+        """Act on the rows other players play in the rollout of ``version``, each player's batch with its model;
+        the rows of the learner's own weights are returned."""
+        slots = roles.slots(envs, rows, version)
         others = slots >= 0
         if not others.any():
             return rows
         for slot in np.unique(slots[others]).tolist():
             chosen = rows[slots == slot]
-            logits, value = self._forward(self._pool_model(slot), chosen)
+            logits, value = self._forward(self._player(roles, slot), chosen)
             self.distribution.sample_rows(
                 np.ascontiguousarray(logits, np.float32),
                 np.ascontiguousarray(value, np.float32),
-                version,  # the rollout's: a named policy publishes version j with θ_j; no loss reads a snapshot's
+                version,  # the rollout's: a learning player publishes version j for it; no loss reads the others'
                 chosen,
                 self.u,
                 self.action,
@@ -248,20 +236,11 @@ class Actor:
             )
         return rows[~others]
 
-    def _slots_of(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
-        """Each row's pool slot; -1: the learner's weights."""
-        if self.row_slots is not None:
-            return self.row_slots[version % 2][envs]
-        assert self.live is not None and self.opponents is not None, "a pool needs multi-agent envs"
-        played = self.live[rows] == OPPONENT
-        slots = np.full(len(rows), -1, np.int64)
-        slots[played] = self.opponents[version % 2][envs[played] // self.agents]
-        return slots
-
-    def _pool_model(self, slot: int) -> torch.nn.Module:
-        if slot == self.scripted_slot:
-            assert self.scripted is not None
-            return self.scripted
+    def _player(self, roles: RowRoles, slot: int) -> torch.nn.Module:
+        """Player ``slot``'s model: the roles' own, or a copy of the run's with the pool segment's slot loaded."""
+        own = roles.model(slot)
+        if own is not None:
+            return own
         model = self.pool_models.get(slot)
         if model is None:
             model = self.pool_models[slot] = copy.deepcopy(self.model)

@@ -22,6 +22,9 @@ learner's "go") or queues (``async``: slots circulating through the free and ful
 Checkpoints: when the learner asks (control block) at a barrier, where all envs are parked,
 the executor saves every env's state, RNG stream, episode counters and last observation; a
 resumed run restores them and continues bit for bit (``fastrl.sampling.env_checkpoints``).
+
+Agent rows: a multi-agent env's rows say how each takes part in learning (``live``, ``fastrl.envs.base``); the
+rows the run's row roles (``fastrl.sampling.row_roles``) give to other players than the learner are ``OPPONENT``.
 """
 
 from __future__ import annotations
@@ -30,8 +33,6 @@ import random
 import time
 from queue import Empty
 
-import numpy as np
-
 from csrc_free_kernels.step_end import TERMINATED, TRUNCATED
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
@@ -39,12 +40,12 @@ from fastrl.config import resolved_int
 from fastrl.envs import EnvAdapter
 from fastrl.envs.base import OPPONENT, EnvGroup
 from fastrl.envs.registry import make_envs
-from fastrl.learning.named_policies import policy_map
-from fastrl.partition import opponent_rows, owner_of, split
+from fastrl.partition import owner_of, split
 from fastrl.runs.checkpoint import CheckpointStore, write_env_episodes, write_env_states
 from fastrl.sampling.channels import Channels, decode_go, encode_request
 from fastrl.sampling.env_checkpoints import env_state, restored_episodes, restored_streams
 from fastrl.sampling.env_faults import ACTION, ENV, IDLE, PHASE, RESET, STEP, STEPPING, EnvFaults
+from fastrl.sampling.row_roles import row_roles_for
 from fastrl.sampling.slot_cycles import cycle_for
 from fastrl.spec import RunSpec, WorkerIds
 
@@ -97,17 +98,9 @@ class Executor:
         self.live = rows.get("live")  # a multi-agent env's rows: how each takes part in learning (envs.base)
         # the row fields a slot's row 0 carries on from its env's last row T
         self.carried = [field for field in (self.obs, self.hidden, self.live) if field is not None]
-        # self-play against a pool: the seats a snapshot plays are marked OPPONENT whatever the env says
-        # and so are the agents of a frozen named policy (multiagent.frozen): no loss reads their rows
-        pool = spec.config.selfplay.opponents == "pool"
-        named = policy_map(spec.config, spec.env_info.agent_names)
-        if pool:
-            played_by_others = opponent_rows(spec.envs, spec.env_unit)
-        elif named is not None:
-            played_by_others = named.frozen_rows(spec.envs)
-        else:
-            played_by_others = np.zeros(spec.envs, bool)
-        self.opponent = [bool(played_by_others[e]) for e in self.env_list]
+        roles = row_roles_for(spec, buffers)  # the rows no loss reads are OPPONENT, whatever the env says
+        unlearned = roles.unlearned_rows() if roles is not None else None
+        self.unlearned = [unlearned is not None and bool(unlearned[e]) for e in self.env_list]
         self.worker = WorkerIds(executors, actors, engine.learners).executor(index)
         self.name = f"executor-{index}"
         self.control = buffers.control
@@ -217,13 +210,13 @@ class Executor:
         state = self.restored.pop(i, None)
         if state is None:
             self._reset(i, row)
-            return
-        self.envs[i].set_state(state["env"])
-        self.episode_return[i] = float(state["episode_return"])
-        self.episode_length[i] = int(state["episode_length"])
-        self.obs[row] = state["obs"]
-        if self.hidden is not None:
-            self.hidden[row] = state["hidden"]
+        else:
+            self.envs[i].set_state(state["env"])
+            self.episode_return[i] = float(state["episode_return"])
+            self.episode_length[i] = int(state["episode_length"])
+            self.obs[row] = state["obs"]
+            if self.hidden is not None:
+                self.hidden[row] = state["hidden"]
         if self.live is not None:
             self.live[row] = self._live(i)
 
@@ -303,7 +296,8 @@ class Executor:
         return result
 
     def _reset(self, i: int, row: int) -> None:
-        """A new episode's first observation into ``row``; a recurrent policy starts it from a zero state."""
+        """A new episode's first observation into ``row``; a recurrent policy starts it from a zero state (its
+        ``live``: the caller's)."""
         if self.hidden is not None:
             self.hidden[row] = 0.0
         attempts = self.faults.reset_attempts
@@ -315,13 +309,11 @@ class Executor:
                 self._env_failed(i, "reset", -1, exc, last=attempt == attempts)
                 continue
             self.faults.idle()
-            if self.live is not None:
-                self.live[row] = self._live(i)
             return
 
     def _live(self, i: int) -> int:
         """How env ``i``'s row just written takes part in learning (``fastrl.envs.base``)."""
-        return OPPONENT if self.opponent[i] else self.envs[i].live  # type: ignore[attr-defined]  # multi-agent
+        return OPPONENT if self.unlearned[i] else self.envs[i].live  # type: ignore[attr-defined]  # multi-agent
 
     def _env_failed(self, i: int, phase: str, action, exc: Exception, last: bool = False) -> None:
         """Raise the ``EnvError`` that names the env, or count the error and drop the partial episode (it is not
