@@ -1,6 +1,8 @@
 """docs/extending.md's recipes run as written, from a folder outside the package: their code blocks are copied
 there and trained with, as a user would (``fastrl train RECIPE.toml`` in that folder)."""
+import copy
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -8,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
@@ -31,12 +35,13 @@ def recipes(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _train(folder: Path, config: str, name: str, *overrides: str) -> tuple[dict, Path]:
+def _train(folder: Path, config: str, name: str, *overrides: str, timeout: float = 240) -> tuple[dict, Path]:
     """``fastrl train CONFIG`` in ``folder``, as a user types it (the package's own folder is not the cwd)."""
     run_dir = folder / "runs" / name
     sets = [arg for o in ("run.progress=false", "run.tensorboard=false", *overrides) for arg in ("--set", o)]
     done = subprocess.run([sys.executable, "-m", "fastrl", "train", f"{config}.toml", "--run-dir", str(run_dir), *sets],
-                          cwd=folder, capture_output=True, text=True, timeout=240, env={**os.environ, "PYTHONPATH": ""})
+                          cwd=folder, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": ""})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), run_dir
 
@@ -51,12 +56,74 @@ def _digest(run_dir: Path) -> str:
 
 
 def test_the_algorithm_recipe_trains_reports_its_metric_and_keeps_the_engines_determinism(recipes):
-    summary, one = _train(recipes, "my_vpg", "one", "engine.executors=1", "engine.actors=1")
+    summary, one = _train(recipes, "my_vpg", "one", "run.total_frames=4096", "engine.executors=1", "engine.actors=1")
     assert summary["status"] == "complete" and summary["frames"] == 4096
     lines = [json.loads(line) for line in (one / "metrics.jsonl").read_text().splitlines()]
     assert "advantage_std" in lines[-1] and lines[-1]["advantage_std"] > 0
-    _, two = _train(recipes, "my_vpg", "two", "engine.executors=2", "engine.actors=2", "engine.step_delay_s=0.001")
+    _, two = _train(recipes, "my_vpg", "two", "run.total_frames=4096", "engine.executors=2", "engine.actors=2",
+                    "engine.step_delay_s=0.001")
     assert _digest(one) == _digest(two)  # inherited: bit-identical across layouts
+
+
+@pytest.mark.slow  # ~2 minutes on 2 cores: some 170,000 frames
+@pytest.mark.timeout(1800)
+def test_the_algorithm_recipe_as_written_solves_cartpole_through_its_time_limit(recipes):
+    """CartPole to a mean return of 475 over 100 episodes: nearly every episode is cut at its 500-step limit, and
+    each cut bootstraps from the value of its final observation."""
+    summary, _ = _train(recipes, "my_vpg", "solve", timeout=900)
+    assert summary["status"] == "complete" and summary["final_return_mean"] >= 475
+
+
+CUT = "env.kwargs={ max_episode_steps = 16 }"  # CartPole cut at 16 steps: every env meets time limits at once
+
+
+def test_the_algorithm_recipe_trains_past_time_limits(recipes):
+    summary, _ = _train(recipes, "my_vpg", "cut", CUT, "run.total_frames=1024")
+    assert summary["status"] == "complete" and summary["frames"] == 1024
+    assert summary["episodes"] >= 8 * 8  # each env's 128 steps end an episode at least every 16
+
+
+def test_the_algorithm_recipes_returns_bootstrap_each_time_limit_as_numpy_does(recipes, monkeypatch):
+    """The recipe's rule in a serial run (its learner in this process) on episodes cut at 16 steps: each of its
+    calls for returns and advantages, on the storage and the parameters it had, against the plain recursion."""
+    import fastrl
+    from csrc_free_kernels.step_end import TERMINATED, TRUNCATED
+    from fastrl.algos import registry
+    from tests.helpers.returns_reference import returns_and_advantages_reference
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the recipe's registration: this test's
+    monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))
+    spec = importlib.util.spec_from_file_location("my_vpg", recipes / "my_vpg.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "my_vpg", module)  # what the run imports for algo.name = "my_vpg:VPG"
+    spec.loader.exec_module(module)
+    calls = []
+
+    def recorded(net, storage, gamma, lam, **kwargs):
+        out = module_call(net, storage, gamma, lam, **kwargs)
+        kept = {k: storage[k].copy() for k in ("reward", "done", "final_obs")}
+        calls.append((copy.deepcopy(net), kept, kwargs["values"].detach().clone(), gamma, lam, out))
+        return out
+
+    module_call = module.returns_and_advantages
+    monkeypatch.setattr(module, "returns_and_advantages", recorded)
+    overrides = ["engine.serial=true", CUT, "engine.rollout=32", "run.total_frames=1024", "run.progress=false",
+                 "run.tensorboard=false"]  # 4 storages of 32 steps: time limits in each
+    summary = fastrl.train(str(recipes / "my_vpg.toml"), overrides, run_dir=recipes / "runs" / "serial")
+    learned = [call for call in calls if call[1]["done"].any()]  # not the warm-up's zero storage
+    assert summary["status"] == "complete" and len(learned) == summary["updates"] == 4
+    assert any((storage["done"] == TERMINATED).any() for _, storage, *_ in learned)  # both kinds of end
+    for net, storage, values, gamma, lam, (returns, advantages) in learned:
+        steps = values.shape[1] - 1
+        dones = storage["done"][:, :steps]
+        assert (dones == TRUNCATED).any()  # time limits in every storage
+        final = np.zeros(dones.shape)
+        with torch.no_grad():  # V of each cut episode's final observation, one at a time
+            for env, t in zip(*np.nonzero(dones == TRUNCATED)):
+                final[env, t] = float(net(torch.from_numpy(storage["final_obs"][env, t][None]))[1][0])
+        want = returns_and_advantages_reference(storage["reward"][:, :steps], dones, values.numpy(), final, gamma, lam)
+        np.testing.assert_allclose(returns.numpy(), want[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(advantages.numpy(), want[1], rtol=1e-5, atol=1e-5)
 
 
 def test_the_env_backend_recipe_trains(recipes):
