@@ -108,7 +108,8 @@ def train(
     config = resumed.config if resumed else resolve_config(config, overrides)
     # imported once the config parsed: they bring in torch (~2 s), which a refused key should not wait for
     from fastrl.process.fork_server import start_fork_server
-    from fastrl.process.supervisor import Supervisor, plan_run
+    from fastrl.process.run_plan import plan_run
+    from fastrl.process.supervisor import Supervisor
     from fastrl.process.warmup import compile_kernels
 
     claimed = resumed.run_dir if resumed else run_dir

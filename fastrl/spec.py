@@ -110,12 +110,7 @@ class RunSpec:
     @property
     def worker_ids(self) -> WorkerIds:
         """The run's worker numbering (its layout keys are resolved before any worker starts)."""
-        engine = self.config.engine
-        return WorkerIds(
-            resolved_int(engine.executors, "engine.executors"),
-            resolved_int(engine.actors, "engine.actors"),
-            engine.learners,
-        )
+        return WorkerIds.of(self.config)
 
     @property
     def rank_count(self) -> int:
@@ -148,6 +143,16 @@ class WorkerIds:
     executors: int
     actors: int
     learners: int
+
+    @classmethod
+    def of(cls, config: Config) -> WorkerIds:
+        """The numbering of ``config``'s workers; its layout keys are resolved (``plan_run``)."""
+        engine = config.engine
+        return cls(
+            resolved_int(engine.executors, "engine.executors"),
+            resolved_int(engine.actors, "engine.actors"),
+            engine.learners,
+        )
 
     def executor(self, i: int) -> int:
         return i

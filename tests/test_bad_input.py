@@ -23,7 +23,7 @@ from fastrl.config import (
     tomllib,  # noqa: I001  (tomli on Python 3.10)
 )
 from fastrl.process.faults import RunFailed
-from fastrl.process.supervisor import plan_run
+from fastrl.process.run_plan import plan_run
 from fastrl.runs.run_dir import to_toml
 from tests.helpers.runs import cartpole
 

@@ -655,7 +655,7 @@ def test_a_convolutional_models_learner_gets_the_threads_a_cnns_does(monkeypatch
     2 cores both threads, since sync's executors wait while it learns); an MLP's stays on one thread."""
     from fastrl.config import load_config
     from fastrl.process.auto_layout import Machine
-    from fastrl.process.supervisor import plan_run
+    from fastrl.process.run_plan import plan_run
 
     monkeypatch.setattr(Machine, "detect", classmethod(lambda cls: Machine(2, cuda=False)))
     board = plan_run(load_config("configs/connect_four_selfplay.toml", []))

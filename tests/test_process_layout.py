@@ -15,7 +15,7 @@ from fastrl.process.auto_layout import (
     choose_micro_batch,
     resolve_layout,
 )
-from fastrl.process.supervisor import plan_run
+from fastrl.process.run_plan import plan_run
 from tests.helpers.runs import cartpole
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks

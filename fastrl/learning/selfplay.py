@@ -48,6 +48,7 @@ INITIAL_RATING = 1200.0
 RANDOM_VERSION = -1  # the random player's "version" in the drawn tables (-2: nothing drawn yet)
 SCRIPTED_VERSION = -3  # the scripted player's
 POOL = "pool"  # selfplay.opponents: the pool of past selves plays the other seats
+SHARED = "shared"  # selfplay.opponents: every seat is the learning policy (parameter sharing)
 RECENT_GAMES = 200  # the score in the metrics: over the learning seat's last games against the pool
 
 

@@ -3,9 +3,12 @@ registers its parts (light: the implementations are named by path and imported w
 
 from __future__ import annotations
 
+from fastrl.layer_plans import register_plan_hook
 from fastrl.learning.extensions import register_learner_extension
 from fastrl.sampling.row_roles import register_row_roles
+from fastrl.telemetry.sections import register_metrics_section
 
+register_plan_hook("multiagent", "fastrl.multiagent.checks:plan_multiagent")
 register_learner_extension("selfplay_pool", "fastrl.learning.selfplay:selfplay_pool", order=10)
 register_learner_extension("named_policies", "fastrl.learning.named_policies:named_policies", order=30)
 
@@ -16,3 +19,7 @@ register_row_roles(
 register_row_roles(
     "named_policies", lambda config: bool(config.multiagent.policies), "fastrl.multiagent.row_roles:NamedRoles"
 )
+
+# their keys of the metrics lines
+register_metrics_section("selfplay_pool", "fastrl.multiagent.metrics:pool_metrics")
+register_metrics_section("named_policies", "fastrl.multiagent.metrics:named_policy_metrics")

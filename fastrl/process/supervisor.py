@@ -19,19 +19,14 @@ import logging
 import os
 import signal
 import time
-import traceback
-from dataclasses import dataclass
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from fastrl.buffers import BufferPlan, RunBuffers
-from fastrl.buffers.arena import SHM_DIR, ShmSpaceError, check_space, shm_free_bytes
+from fastrl.buffers import RunBuffers
+from fastrl.buffers.arena import SHM_DIR, shm_free_bytes
 from fastrl.buffers.control import Flag
-from fastrl.buffers.slots import SlotShape
-from fastrl.config import Config, ConfigError, resolved_bool, resolved_int
-from fastrl.envs import EnvInfo, probe_env
-from fastrl.modes import mode_of
+from fastrl.config import Config, resolved_bool
 from fastrl.process.component import roles
 from fastrl.process.drain import QueueDrain
 from fastrl.process.faults import (
@@ -47,6 +42,7 @@ from fastrl.process.faults import (
 from fastrl.process.fork_server import worker_context
 from fastrl.process.last_checkpoint import ensure_checkpoint
 from fastrl.process.lifeline import stop_processes
+from fastrl.process.run_plan import RunPlan
 from fastrl.process.signals import SignalGuard
 from fastrl.process.watchdog import stale_worker, stall_fault
 from fastrl.ranks.launch import RankFailed, RankLink, run_root
@@ -55,7 +51,6 @@ from fastrl.runs.run_dir import RunDir
 from fastrl.sampling.channels import Channels
 from fastrl.spec import ResumePoint, RunSpec, WorkerIds
 from fastrl.telemetry.metrics import Telemetry
-from fastrl.telemetry.sinks import check_sinks
 
 log = logging.getLogger(__name__)
 JOIN_TIMEOUT_S = 3.0
@@ -73,174 +68,6 @@ class _Faulted(Exception):
     def __init__(self, fault: Fault):
         super().__init__(fault.what)
         self.fault = fault
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    buffers: BufferPlan
-    env_info: EnvInfo
-    config: Config  # "auto" layout keys resolved: what the run uses and its config.toml records
-
-
-def check_env_backend(config) -> None:
-    """A backend that steps env groups together (``EnvBackend.make_group``) keeps their envs in lockstep: only the
-    barrier modes, where every env steps the same rollout, take it (unless each group is one env's agents, which
-    fill their slots together in any mode); and a failed group step cannot reset one env."""
-    from fastrl.envs.registry import backend_for
-
-    backend = backend_for(config.env)
-    if backend.make_group is None:
-        return
-    if config.engine.mode not in ("sync", "hts") and not backend.group_is_one_env:
-        raise ConfigError(
-            f"env.backend = {backend.name!r} steps each env group together, which needs every env on the same "
-            f"rollout: engine.mode = 'sync' or 'hts' (got {config.engine.mode!r})"
-        )
-    if config.env.on_error != "raise":
-        raise ConfigError(
-            f"env.backend = {backend.name!r} cannot reset one env of a failed group: set env.on_error = 'raise'"
-        )
-
-
-def check_scripted(config, info) -> None:
-    """``selfplay.scripted`` builds for the env's rows (each actor builds its own once the run starts)."""
-    from fastrl.models.scripted import build_scripted
-
-    if config.selfplay.scripted_share > 0:
-        try:
-            build_scripted(config.selfplay.scripted, info)
-        except ValueError as exc:
-            raise ConfigError(f"selfplay.scripted = {config.selfplay.scripted!r}: {exc}") from None
-
-
-MULTI_AGENT_ALGOS = ("ppo", "a2c", "impala")  # the losses that weigh each row by how its agent took part (live)
-
-
-def check_agents(config, info) -> None:
-    """A multi-agent env's k rows stay together: ``engine.envs`` and every rank's and executor's share hold whole
-    envs; only the losses that read the rows' ``live`` field learn from them (a waiting agent's row must not)."""
-    agents, engine = info.agents, config.engine
-    if agents == 1:
-        if config.selfplay.opponents == "pool":
-            raise ConfigError(
-                f"selfplay.opponents = 'pool' needs a multi-agent env (PettingZoo); env {config.env.id!r} has one agent"
-            )
-        return
-    games = engine.envs // agents
-    if engine.envs % agents:  # under torchrun: each rank's share
-        raise ConfigError(
-            f"engine.envs = {engine.envs} counts agent rows: env {config.env.id!r} has {agents} agents, so it must be "
-            f"a multiple of {agents} (under torchrun, each rank's share)"
-        )
-    if config.selfplay.opponents == "pool" and (engine.mode not in ("sync", "hts") or engine.learners > 1):
-        raise ConfigError(
-            f"selfplay.opponents = 'pool' draws each env's opponent for a rollout at a barrier, as the rollout's "
-            f"weights are published: engine.mode = 'sync' or 'hts' with one learner (got engine.mode = "
-            f"{engine.mode!r}, engine.learners = {engine.learners})"
-        )
-    if config.algo.name not in (*MULTI_AGENT_ALGOS, "none"):  # "none": sampling only (fastrl bench two-player)
-        raise ConfigError(
-            f"algo.name = {config.algo.name!r} does not learn from multi-agent envs (env {config.env.id!r}, {agents} "
-            f"agents): {' or '.join(map(repr, MULTI_AGENT_ALGOS))}, whose losses skip waiting and absent agents"
-        )
-    if engine.mode == "gala" and (engine.envs // engine.learners) % agents:
-        raise ConfigError(
-            f"engine.envs = {engine.envs} over engine.learners = {engine.learners}: each gala learner's envs must hold "
-            f"whole envs of {agents} agents (env {config.env.id!r}), so engine.envs / engine.learners must be a "
-            f"multiple of {agents}"
-        )
-    executors = engine.executors
-    if isinstance(executors, int) and executors > games:
-        raise ConfigError(
-            f"engine.executors = {executors} is more than the {games} envs of {agents} agents in engine.envs = "
-            f"{engine.envs}: an env's agents are stepped by one executor"
-        )
-
-
-def plan_run(config: Config, resuming: bool = False) -> RunPlan:
-    """Validate the env and the model, choose the "auto" process layout and compiling, size every buffer,
-    before anything is started.
-
-    Problems with the user's env or model are ``ConfigError``s: bad input, not a crash.
-    """
-    import torch
-
-    from fastrl.algos.registry import load_algorithm
-    from fastrl.buffers.params import count_parameters
-    from fastrl.config import validate
-    from fastrl.devices import resolve_devices
-    from fastrl.learning.named_policies import check_policies, policy_map
-    from fastrl.learning.selfplay import pool_slots
-    from fastrl.models.compiling import resolve_compile
-    from fastrl.models.policy import build_policy
-    from fastrl.process.auto_layout import resolve_layout
-
-    config = resolve_devices(config)  # "auto" devices placed, a GPU asked for where there is none refused
-    load_algorithm(config.algo.name)  # a plug-in's module imported and its registration checked ...
-    validate(config)  # ... and the config checked against it, as a built-in's is when the config is read
-    try:
-        info = probe_env(config.env)
-        policy = build_policy(info, config)
-        n_params = count_parameters(policy)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    except Exception as exc:  # the user's env or model code failed at start
-        raise ConfigError(
-            f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
-            f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-        ) from None
-    check_env_backend(config)
-    image_model = hasattr(policy, "set_precision")  # a built-in CNN: threads and compiling pay for it
-    # any convolution makes the learner's step worth splitting over threads (Connect Four's board model: 1.26x the
-    # rows on two cores with 2 threads), though only the built-in CNNs are measured compiled
-    convolves = image_model or any(isinstance(m, torch.nn.Conv2d) for m in policy.modules())
-    # once, here: every process gets the same numbers
-    config = resolve_layout(config, image_model=image_model, agents=info.agents, split_learner=convolves)
-    config = resolve_compile(config, torch.device(config.engine.device), image_model)  # and the same graphs
-    check_agents(config, info)
-    check_scripted(config, info)
-    # multiagent.policies, in the env's agent order; a resumed run's frozen policies are in its checkpoint
-    config = check_policies(config, info.agent_names, policy, resuming)
-    engine = config.engine
-    check_sinks(config)  # a missing tensorboardX or wandb is bad input, not a crash once training runs
-    mode = mode_of(config)
-    slots = mode.slot_count(engine.envs, config.algo.batch_slots)
-    action = info.action
-    assert action is not None  # EnvInfo.__post_init__ fills it in (Discrete) where the env gave none
-    shape = SlotShape(
-        slots,
-        engine.rollout,
-        info.obs_shape,
-        info.obs_dtype,
-        action.slot_shape,
-        action.slot_dtype,
-        hidden_size=2 * config.model.lstm,
-        live=info.agents > 1,
-    )
-    ids = _worker_ids(config)
-    named = policy_map(config, info.agent_names)  # the other named policies' parameters share the pool segment
-    pool = (
-        pool_slots(config.selfplay, mode.run_ahead)
-        if config.selfplay.opponents == "pool"
-        else named.slots
-        if named
-        else 0
-    )
-    plan = BufferPlan(
-        shape,
-        n_params,
-        engine.learners,
-        ids.total,
-        mode.weight_slots,
-        engine.mode == "gala",
-        pool,
-        engine.envs // info.agents if config.selfplay.opponents == "pool" else 0,
-    )
-    try:
-        check_space(plan.layout().nbytes)
-    except ShmSpaceError as exc:
-        raise ConfigError(str(exc)) from None
-    return RunPlan(plan, info, config)
 
 
 def finish_due(telemetry: Telemetry) -> bool:
@@ -267,7 +94,7 @@ class Supervisor:
         """``link``: this rank's line to the others' main processes when torchrun launched the run."""
         self.config, self.run_dir, self.plan, self.resume = config, run_dir, plan, resume
         self.link, self.log_file = link, log_file
-        self.ids = _worker_ids(config)
+        self.ids = WorkerIds.of(config)
         self.processes: dict[str, BaseProcess] = {}  # spawned: the spawn context's Process class
         self.signals = SignalGuard()
 
@@ -523,16 +350,6 @@ def _written(write, what: str, unwritten: list[str]) -> None:
     except OSError as exc:
         log.warning("could not write %s: %s", what, exc)
         unwritten.append(f"{what} ({exc})")
-
-
-def _worker_ids(config: Config) -> WorkerIds:
-    """The run's worker numbering; ``config``'s layout keys are resolved (``plan_run``)."""
-    engine = config.engine
-    return WorkerIds(
-        resolved_int(engine.executors, "engine.executors"),
-        resolved_int(engine.actors, "engine.actors"),
-        engine.learners,
-    )
 
 
 def _death(p: BaseProcess) -> Fault:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import sys
 import time
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -28,16 +28,12 @@ from fastrl.partition import owner_of
 from fastrl.runs.run_dir import RunDir
 from fastrl.spec import WorkerIds
 from fastrl.telemetry.memory import ProcessMemory
-from fastrl.telemetry.policy_ratings import PolicyRatings
 from fastrl.telemetry.progress import ProgressLine, ProgressState
+from fastrl.telemetry.sections import finite_or_none, sections_for
 from fastrl.telemetry.sinks import open_sinks
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 0.5
-
-
-def _finite_or_none(x: float):
-    return float(x) if math.isfinite(x) else None
 
 
 class StepRate:
@@ -80,16 +76,7 @@ class Telemetry:
         self.learner_returns: list[deque[float]] = [
             deque(maxlen=config.run.return_window) for _ in range(self.learners)
         ]
-        # multiagent.policies (in the env's agent order once planned): each named policy's return over its rows
-        named = list(config.multiagent.policies.values())
-        self.policy_of_env = [named[e % len(named)] for e in range(config.engine.envs)] if named else None
-        self.policy_returns: dict[str, deque[float]] = {
-            name: deque(maxlen=config.run.return_window) for name in dict.fromkeys(named)
-        }
-        # and their Elo ratings from the games they play against each other
-        self.policy_ratings = (
-            PolicyRatings(self.policy_of_env, len(named), config.selfplay.elo_k) if self.policy_of_env else None
-        )
+        self.sections = sections_for(config)  # the layers' own keys (fastrl.telemetry.sections)
         self.episodes = 0
         self.crossing_logged = False
         self.created = self.started = time.monotonic()
@@ -129,8 +116,6 @@ class Telemetry:
         for env, ret, _length in self.take_episodes():
             self._into_windows(env, ret)
             self.interval_returns.append(ret)
-            if env is not None and self.policy_ratings is not None:
-                self.policy_ratings.add(env, ret)
             self.episodes += 1
 
     def resume_windows(self, episodes: dict[int, list[tuple[int, int, float, int]]]) -> None:
@@ -139,15 +124,15 @@ class Telemetry:
         (rollout, step, env). Under torchrun rank 0 saved only its own envs', so its window starts with those."""
         ended = sorted((rollout, step, env, ret) for env, saved in episodes.items() for rollout, step, ret, _ in saved)
         for _rollout, _step, env, ret in ended:
-            self._into_windows(env, ret)
+            self._into_windows(env, ret, resumed=True)
 
-    def _into_windows(self, env: int | None, ret: float) -> None:
+    def _into_windows(self, env: int | None, ret: float, resumed: bool = False) -> None:
         """``env`` None: another rank's episode, in the run's window only."""
         self.returns.append(ret)
         if env is not None:
             self.learner_returns[self.learner_of[env]].append(ret)
-            if self.policy_of_env is not None:
-                self.policy_returns[self.policy_of_env[env]].append(ret)
+            for section in self.sections:
+                section.episode(env, ret, resumed)
 
     @property
     def return_mean(self) -> float:
@@ -210,7 +195,7 @@ class Telemetry:
             "fps": round(self.frame_rate.take(), 1),
             "updates": int(stats[Stat.UPDATES]),
             "episodes": self.episodes,
-            "return_mean": _finite_or_none(self.return_mean),
+            "return_mean": finite_or_none(self.return_mean),
             "return_max": max(self.returns) if self.returns else None,
             "policy_loss": float(stats[Stat.POLICY_LOSS]),
             "value_loss": float(stats[Stat.VALUE_LOSS]),
@@ -228,25 +213,8 @@ class Telemetry:
             line["ranks_s"] = round(float(stats[Stat.RANKS_S]), 3)  # torchrun: in collectives with the other ranks
         for name, column in self.algorithm_metrics.items():  # what the algorithm's registration names
             line[name] = float(stats[column])
-        if self.config.selfplay.opponents == "pool":  # fastrl.learning.selfplay: ratings against the pool
-            line.update(
-                elo=round(float(stats[Stat.ELO]), 2),
-                pool_size=int(stats[Stat.POOL_SIZE]),
-                pool_score=_finite_or_none(stats[Stat.POOL_SCORE]),
-                pool_games=int(stats[Stat.POOL_GAMES]),
-            )
-            if self.config.selfplay.random_share > 0:
-                line["random_score"] = _finite_or_none(stats[Stat.RANDOM_SCORE])
-            if self.config.selfplay.scripted_share > 0:
-                line["scripted_score"] = _finite_or_none(stats[Stat.SCRIPTED_SCORE])
-        if self.policy_returns:  # multiagent.policies
-            line["policy_returns"] = {
-                name: _finite_or_none(float(np.mean(returns))) if returns else None
-                for name, returns in self.policy_returns.items()
-            }
-        if self.policy_ratings is not None:
-            line["policy_elo"] = {name: round(r, 2) for name, r in self.policy_ratings.ratings.items()}
-            line["policy_games"] = self.policy_ratings.games
+        for section in self.sections:
+            line.update(section.fields(stats))
         if self.gala:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
             line.update(self._learner_lines([rate.take() for rate in self.update_rates]))
@@ -278,7 +246,7 @@ class Telemetry:
                     "return_mean": float(np.mean(returns)) if returns else None,
                     "update_norm": float(row[Stat.UPDATE_NORM]),
                     "consensus_distance": float(row[Stat.CONSENSUS]),
-                    "consensus_bound": _finite_or_none(row[Stat.BOUND]),
+                    "consensus_bound": finite_or_none(row[Stat.BOUND]),
                     "mixes": int(row[Stat.MIXES]),
                     "gossip_wait_s": round(float(row[Stat.GOSSIP_WAIT_S]), 3),
                     "staleness": int(row[Stat.STALENESS]),
@@ -287,7 +255,7 @@ class Telemetry:
         return {
             # RADIUS: ranks
             "consensus_radius": float(max(stats[:, Stat.CONSENSUS].max(), stats[:, Stat.RADIUS].max())),
-            "consensus_bound": _finite_or_none(float(stats[:, Stat.BOUND].max())),
+            "consensus_bound": finite_or_none(float(stats[:, Stat.BOUND].max())),
             "learners": learners,
         }
 
@@ -303,14 +271,14 @@ class Telemetry:
         now = time.monotonic()
         train_s = (self.finished_at or now) - self.started
         frames = self.frames
-        summary = {
+        summary: dict[str, Any] = {
             "status": status,
             "frames": int(frames),
             "wall_s": round(now - self.created, 3),
             "startup_s": round(self.started - self.created, 3),
             "train_s": round(train_s, 3),
             "fps": round((frames - self.start_frames) / max(train_s, 1e-9), 1),
-            "final_return_mean": _finite_or_none(self.return_mean),
+            "final_return_mean": finite_or_none(self.return_mean),
             "episodes": self.episodes,
             "updates": int(self.control.learner_stats[:, Stat.UPDATES].sum()),
             "env_errors": self.control.env_errors(),

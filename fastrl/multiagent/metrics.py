@@ -1,0 +1,71 @@
+"""The multi-agent layer's keys of the metrics lines (``fastrl.telemetry.sections``): the self-play pool's Elo
+rating and scores, and each named policy's return and rating."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from fastrl.buffers.control import Stat
+from fastrl.config import Config
+from fastrl.learning.selfplay import POOL
+from fastrl.multiagent.policy_ratings import PolicyRatings
+from fastrl.telemetry.sections import MetricsSection, finite_or_none
+
+
+class PoolMetrics(MetricsSection):
+    """The learning seat's rating and scores against the pool (``fastrl.learning.selfplay``), from the stats row."""
+
+    def __init__(self, config: Config):
+        self.random, self.scripted = config.selfplay.random_share > 0, config.selfplay.scripted_share > 0
+
+    def fields(self, stats: np.ndarray) -> dict[str, Any]:
+        line: dict[str, Any] = {
+            "elo": round(float(stats[Stat.ELO]), 2),
+            "pool_size": int(stats[Stat.POOL_SIZE]),
+            "pool_score": finite_or_none(stats[Stat.POOL_SCORE]),
+            "pool_games": int(stats[Stat.POOL_GAMES]),
+        }
+        if self.random:
+            line["random_score"] = finite_or_none(stats[Stat.RANDOM_SCORE])
+        if self.scripted:
+            line["scripted_score"] = finite_or_none(stats[Stat.SCRIPTED_SCORE])
+        return line
+
+
+class NamedPolicyMetrics(MetricsSection):
+    """Each named policy's mean return over its rows' episodes, and the policies' Elo ratings from the games they
+    play against each other (``multiagent.policies``, in the env's agent order once planned)."""
+
+    def __init__(self, config: Config):
+        named = list(config.multiagent.policies.values())
+        self.policy_of_env = [named[e % len(named)] for e in range(config.engine.envs)]
+        self.returns: dict[str, deque[float]] = {
+            name: deque(maxlen=config.run.return_window) for name in dict.fromkeys(named)
+        }
+        self.ratings = PolicyRatings(self.policy_of_env, len(named), config.selfplay.elo_k)
+
+    def episode(self, env: int, ret: float, resumed: bool) -> None:
+        self.returns[self.policy_of_env[env]].append(ret)
+        if not resumed:
+            self.ratings.add(env, ret)
+
+    def fields(self, stats: np.ndarray) -> dict[str, Any]:
+        return {
+            "policy_returns": {
+                name: finite_or_none(float(np.mean(returns))) if returns else None
+                for name, returns in self.returns.items()
+            },
+            "policy_elo": {name: round(r, 2) for name, r in self.ratings.ratings.items()},
+            "policy_games": self.ratings.games,
+        }
+
+
+def pool_metrics(config: Config) -> PoolMetrics | None:
+    return PoolMetrics(config) if config.selfplay.opponents == POOL else None
+
+
+def named_policy_metrics(config: Config) -> NamedPolicyMetrics | None:
+    return NamedPolicyMetrics(config) if config.multiagent.policies else None

@@ -1,0 +1,61 @@
+"""Metrics sections: the one way a layer adds its own keys to each metrics line.
+
+The telemetry (``fastrl.telemetry.metrics``) writes what every run has (frames, returns, losses, timing); a
+layer with figures of its own (the self-play pool's ratings, named policies' returns) registers a factory with
+``register_metrics_section``, by path. ``factory(config)`` builds its section for a run, or returns None where
+the run does not use it. The telemetry hands every finished episode to each section and merges each section's
+``fields`` into every line, in registration order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from fastrl.config import Config
+
+
+def finite_or_none(x: float) -> float | None:
+    """JSON has no NaN: a figure with nothing behind it yet (a mean of no episodes) is null."""
+    return float(x) if math.isfinite(x) else None
+
+
+class MetricsSection:
+    """A layer's keys of the metrics lines; both hooks do nothing unless overridden."""
+
+    def episode(self, env: int, ret: float, resumed: bool) -> None:
+        """Env ``env``'s episode ended with return ``ret`` (``resumed``: one of the stopped run's last episodes,
+        which a resumed run's windows start with)."""
+
+    def fields(self, stats: np.ndarray) -> dict[str, Any]:
+        """Its keys of the next line; ``stats``: the first learner's stats row (``fastrl.buffers.control.Stat``)."""
+        return {}
+
+
+_FACTORIES: dict[str, str | Callable[[Any], MetricsSection | None]] = {}
+
+
+def register_metrics_section(name: str, factory: str | Callable[[Any], MetricsSection | None]) -> None:
+    """Make a layer's section known (``factory``: the function, or its ``"package.module:attr"`` path)."""
+    _FACTORIES[name] = factory
+
+
+def sections_for(config: Config) -> list[MetricsSection]:
+    """The sections a run's metrics carry, in registration order (the built-in layers registered first)."""
+    from fastrl.layers import load_layers
+
+    load_layers()
+    sections = []
+    for factory in _FACTORIES.values():
+        if isinstance(factory, str):
+            module, _, attr = factory.partition(":")
+            factory = getattr(importlib.import_module(module), attr)
+        section = factory(config)
+        if section is not None:
+            sections.append(section)
+    return sections
