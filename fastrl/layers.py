@@ -1,30 +1,30 @@
-"""The layers that ship with fastrl: each registers its parts (learner extensions, row roles) here or from its
-own package, and the core finds them through its registries without naming them. Removing a layer is removing
-its module and its lines here. The registrations name their factories by path, so loading them imports no torch.
+"""The layers that ship with fastrl: each module below registers its parts (learner extensions, row roles, plan
+hooks, metrics sections) when imported, and the core finds them through its registries without naming them.
+Removing a layer is removing its module and its line here.
 
-The order of the learner extensions' hooks (``fastrl.learning.extensions``): the self-play pool reads a storage's
-raw rewards (10), reward scaling scales them (20), named policies take their own rows (30), GALA's gossip mixes
-θ once it is updated (40).
+The order of the learner extensions' hooks (``fastrl.learning.extensions``) is their registrations' ``order``:
+the self-play pool reads a storage's raw rewards (10), reward scaling scales them (20), named policies take
+their own rows (30), GALA's gossip mixes θ once it is updated (40).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from fastrl.learning.extensions import register_learner_extension
-
-BUILT_IN_PACKAGES = ("fastrl.multiagent",)  # layers that register from their own package
+BUILT_IN_LAYERS = (
+    "fastrl.learning.reward_normalization",  # algo.normalize_rewards
+    "fastrl.learning.gossip",  # gala's mixing between learners
+    "fastrl.multiagent",  # agent rows, the self-play pool, named policies
+)
 
 _loaded = False
 
 
 def load_layers() -> None:
-    """Register every built-in layer, once (cheap: registrations only)."""
+    """Import every built-in layer once, so that its registrations are in place."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    register_learner_extension("reward_scaling", "fastrl.learning.reward_normalization:reward_scaling", order=20)
-    register_learner_extension("gossip", "fastrl.learning.gossip:gossip", order=40)
-    for package in BUILT_IN_PACKAGES:
-        importlib.import_module(package)
+    for module in BUILT_IN_LAYERS:
+        importlib.import_module(module)

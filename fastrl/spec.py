@@ -130,6 +130,15 @@ class RunSpec:
         """The index of this rank's env ``env`` over every rank: what its random streams are seeded by."""
         return env + (self.ranks.env_offset if self.ranks else 0)
 
+    def agent_steps_per_update(self, learner: int) -> int:
+        """Agent steps one update of ``learner`` learns from: a rollout of each of its envs, or one async batch."""
+        slots = self.mode.slots_per_update(len(self.learner_envs(learner)), self.config.algo.batch_slots)
+        return slots * self.steps
+
+    def frames_per_update(self, learner: int) -> int:
+        """Env frames one update learns from: version v (rollout v) has learned from v times this many."""
+        return self.agent_steps_per_update(learner) * self.env_info.frames_per_step
+
     def learner_envs(self, learner: int) -> range:
         """The contiguous envs a learner owns (all of them with one learner), so its storage is a view."""
         share = self.envs // self.learners

@@ -13,9 +13,9 @@ import fastrl
 from csrc_free_kernels.epsilon_greedy import epsilon_greedy, epsilon_greedy_reference, epsilon_greedy_rows_kernel
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.algos.pqn import PQN, PQNOptions, epsilon_at, q_network
+from fastrl.algos.schedules import FrameClock
 from fastrl.buffers.device_storage import Uploads
 from fastrl.config import load_config
-from fastrl.learning.schedules import FrameClock
 from fastrl.runs.checkpoint import load_checkpoint
 
 QUICK = ["run.progress=false", "run.tensorboard=false", "run.target_return=inf"]

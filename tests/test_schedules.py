@@ -1,9 +1,9 @@
-"""The learning rate and the entropy bonus follow the frames learned (``fastrl.learning.schedules``)."""
+"""The learning rate and the entropy bonus follow the frames learned (``fastrl.algos.schedules``)."""
 
 import pytest
 
+from fastrl.algos import schedules
 from fastrl.config import AlgoConfig, ConfigError, load_config
-from fastrl.learning import schedules
 
 pytestmark = pytest.mark.unit
 

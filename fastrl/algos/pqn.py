@@ -36,9 +36,9 @@ from torch import Tensor, nn
 from csrc_free_kernels.epsilon_greedy import epsilon_greedy, epsilon_greedy_rows_kernel
 from fastrl.algos import minibatches
 from fastrl.algos.advantages import returns_and_advantages
+from fastrl.algos.schedules import FrameClock
 from fastrl.algos.update_rule import Update, UpdateRule, checked_losses, gradients_of
 from fastrl.envs.actions import DISCRETE
-from fastrl.learning.schedules import FrameClock
 from fastrl.models.cnn import RELU_GAIN, NatureCNN, conv_stack, flat_size
 from fastrl.models.distributions import ActionDistribution
 from fastrl.models.mlp import init_orthogonal

@@ -20,13 +20,10 @@ import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastrl.errors import ConfigError
 from fastrl.tables import build_section
-
-if TYPE_CHECKING:
-    from fastrl.config import Config
 
 LAGS = {0: "sync", 1: "hts", None: "async"}  # the policy lag of each mode's data
 DEFAULT_PREFERENCE = ("ppo", "impala", "a2c")  # what algo.name = "auto" takes, the first the mode learns with
@@ -47,7 +44,7 @@ class Algorithm:
     epochs: bool = False  # learns in algo.epochs passes of algo.minibatches minibatch steps (else one step per update)
     metrics: tuple[str, ...] = ()  # metrics.jsonl keys its rule reports beside the losses (at most EXTRA_METRICS)
     options: type | str | None = None  # a dataclass of its hyper-parameters (or its path): [algo.options]
-    check: Callable[[Config], str | None] | None = None  # its cross-key checks: the error, or None
+    check: Callable[[Any], str | None] | None = None  # its cross-key checks on the Config: the error, or None
     gala: bool = False  # a GALA agent's rule (each gala learner learns with it)
     # learns from a multi-agent env's agent rows: its loss weighs each row by how its agent took part (the `live`
     # field, fastrl.algos.update_rule.live_weights); waiting and absent agents' rows are skipped
@@ -199,7 +196,7 @@ def metric_keys(algorithm: Algorithm) -> dict[str, int]:
     return columns
 
 
-def _ppo_check(config: Config) -> str | None:
+def _ppo_check(config: Any) -> str | None:
     engine, algo = config.engine, config.algo
     if algo.minibatches > engine.envs * engine.rollout:
         return (

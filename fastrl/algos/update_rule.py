@@ -68,7 +68,7 @@ class UpdateRule:
         algorithm's own hyper-parameters (its registration's options dataclass, from ``[algo.options]``)."""
         self.model, self.algo, self.device, self.step, self.seed = model, algo, device, step, seed
         self.lag, self.options = lag, options
-        self.clock: Any = None  # the learner's FrameClock (fastrl.learning.schedules), for schedules of a rule's own
+        self.clock: Any = None  # the learner's FrameClock (fastrl.algos.schedules), for schedules of a rule's own
         self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
         self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)
         # the learner sets these by algo.entropy_schedule and algo.clip_schedule before each learn

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from fastrl.config.derived import resolve_derived_defaults
 from fastrl.config.schema_engine import (
     DistConfig,
     EngineConfig,
@@ -23,7 +24,6 @@ from fastrl.config.schema_engine import (
 )
 from fastrl.config.schema_learning import AlgoConfig, AtariConfig, EnvConfig, ModelConfig
 from fastrl.config.schema_multiagent import MultiAgentConfig, SelfPlayConfig
-from fastrl.config.validation import resolve_derived_defaults
 from fastrl.tables import AUTO
 from fastrl.tables import documented_field as _f
 
@@ -60,7 +60,7 @@ class Config:
     dist: DistConfig = _f(DistConfig(), "many machines: torch.distributed between ranks launched by torchrun")
 
     def __post_init__(self) -> None:
-        resolve_derived_defaults(self)
+        resolve_derived_defaults(self.engine.mode, self.algo, self.model)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

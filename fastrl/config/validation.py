@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from fastrl.algos import registry
 from fastrl.errors import ConfigError
-from fastrl.modes import algorithm_error, default_algorithm
+from fastrl.modes import algorithm_error
 from fastrl.tables import AUTO
 
 if TYPE_CHECKING:
@@ -19,26 +19,6 @@ if TYPE_CHECKING:
 
 # What "auto" means for the algorithm and the normalisation keys: what the mode, model and algorithm take.
 # Resolved when a Config is made, so everything after it (and the run's config.toml) reads plain values.
-BUILTIN_MODELS = ("auto", "mlp", "nature", "shallow", "impala", "multi")
-
-
-def resolve_derived_defaults(config: Config) -> None:
-    """The keys left at ``"auto"`` that follow from the others: ``algo.name`` the mode's algorithm
-    (``fastrl.modes.default_algorithm``); ``model.normalize_obs`` and ``algo.normalize_returns`` on where the
-    built-in models and PPO take them (the default job's settings), off for 'random', custom models and other
-    algorithms."""
-    if config.algo.name == AUTO:
-        config.algo.name = default_algorithm(config.engine.mode)
-    algorithm = registry.known(config.algo.name)  # a plug-in not imported yet: None
-    if config.model.name == AUTO and algorithm is not None and algorithm.model:
-        config.model.name = algorithm.model  # the network the algorithm learns with (PQN's Q-network)
-    builtin = config.model.name in BUILTIN_MODELS
-    if config.model.normalize_obs == AUTO:
-        config.model.normalize_obs = builtin
-    if config.algo.normalize_returns == AUTO:
-        config.algo.normalize_returns = builtin and algorithm is not None and algorithm.normalizes_returns
-
-
 def validate(config: Config) -> None:
     """Checks that involve more than one key."""
     engine = config.engine

@@ -41,7 +41,6 @@ from fastrl.buffers.device_storage import Uploads
 from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
 from fastrl.errors import NonFiniteError
-from fastrl.learning import agent_steps_per_update, frames_per_update
 from fastrl.learning.checkpointing import Checkpointing
 from fastrl.learning.extensions import PeerFinished, extensions_for
 from fastrl.learning.trainer_assembly import TrainerAssembly
@@ -103,8 +102,8 @@ class Learner(TrainerAssembly, Checkpointing):
         self.version = 0  # of self.model; rollout j acts with version j
         self.released = -1  # the newest rollout whose "go" was sent
         self.arrived = [0, 0]  # envs done, by rollout parity (with run-ahead, j+1's may come before j's)
-        self.steps_per_update = agent_steps_per_update(spec, index)
-        self.frames_per_update = frames_per_update(spec, index)
+        self.steps_per_update = spec.agent_steps_per_update(index)
+        self.frames_per_update = spec.frames_per_update(index)
         self.share = spec.learners * spec.rank_count  # gala, ranks: the frames are split in equal shares
         self.total_frames = config.run.total_frames
         self.frame_budget = self.total_frames // self.share

@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from fastrl.algos import make_rule
+from fastrl.algos import make_rule, schedules
 from fastrl.algos.optimizers import make_optimizer
 from fastrl.buffers.control import Stat
-from fastrl.learning import schedules
 from fastrl.learning.checked_step import CheckedStep
 from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.distributions import distribution_for

@@ -16,7 +16,6 @@ import logging
 
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Done, Stat
-from fastrl.learning import frames_per_update
 from fastrl.process.faults import Outcome
 from fastrl.runs.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
 from fastrl.runs.run_dir import RunDir
@@ -104,7 +103,7 @@ def _save_from_shared_params(
         "version": version,
         "rollout": version,  # sync and hts: version v is the one rollout v acts with; async: v batches
         "updates": int(buffers.control.learner_stats[learner][Stat.UPDATES]),
-        "frames": version * frames_per_update(spec, learner),
+        "frames": version * spec.frames_per_update(learner),
     }
     if version in store.rollouts():  # the learner's own checkpoint of these very weights
         store.point_latest_at(version)

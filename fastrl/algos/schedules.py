@@ -76,10 +76,8 @@ class FrameClock:
 
     @classmethod
     def of(cls, spec, learner: int = 0) -> FrameClock:
-        from fastrl.learning import frames_per_update
-
         share = spec.learners * spec.rank_count
-        return cls(frames_per_update(spec, learner), spec.config.run.total_frames, share)
+        return cls(spec.frames_per_update(learner), spec.config.run.total_frames, share)
 
     def annealed(self, start: float, end: float, anneal_frames: int, version: int) -> float:
         """``start`` moved linearly to ``end`` over this learner's share of ``anneal_frames`` (0:
