@@ -263,13 +263,13 @@ POOL = ["selfplay.opponents='pool'", "selfplay.pool_size=3", "selfplay.snapshot_
 
 @pytest.mark.unit
 def test_the_pools_draws_follow_the_seed_and_rating_prefers_the_opponents_it_beats_least():
-    from fastrl.learning.selfplay import Snapshot, expected_score
+    from fastrl.multiagent.selfplay import Snapshot, expected_score
 
     assert expected_score(1200, 1200) == 0.5 and expected_score(1600, 1200) == pytest.approx(10 / 11)
     from types import SimpleNamespace
 
     from fastrl.config import Config, SelfPlayConfig
-    from fastrl.learning.selfplay import SelfPlayPool
+    from fastrl.multiagent.selfplay import SelfPlayPool
 
     def pool(seed, sampling):
         config = Config()
@@ -314,7 +314,7 @@ def test_in_hts_a_new_snapshot_never_overwrites_one_the_rollout_in_flight_plays(
 
     from csrc_free_kernels.step_end import TERMINATED
     from fastrl.config import Config, SelfPlayConfig
-    from fastrl.learning.selfplay import SelfPlayPool, pool_slots
+    from fastrl.multiagent.selfplay import SelfPlayPool, pool_slots
 
     config = Config()
     config.selfplay = SelfPlayConfig(opponents="pool", sampling="uniform", pool_size=2, snapshot_every=1)

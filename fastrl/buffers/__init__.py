@@ -28,7 +28,7 @@ def param_arrays(n_params: int, learners: int, weight_slots: int = 1) -> list[tu
 
 
 def pool_arrays(n_params: int, pool: int, games: int) -> list[tuple[str, tuple[int, ...], str]]:
-    """Self-play's opponent pool (``fastrl.learning.selfplay``): ``pool`` snapshots of the weights, each with a
+    """Self-play's opponent pool (``fastrl.multiagent.selfplay``): ``pool`` snapshots of the weights, each with a
     header as the published weights have, and per rollout parity the pool slot each env's opponents play with."""
     return [
         ("pool", (pool, n_params), "float32"),
@@ -78,7 +78,7 @@ class RunBuffers:
         return SharedParams(self.arena.arrays, row, name)
 
     def pool_params(self, slot: int):
-        """Snapshot ``slot`` of the self-play pool (``fastrl.learning.selfplay``)."""
+        """Snapshot ``slot`` of the self-play pool (``fastrl.multiagent.selfplay``)."""
         from fastrl.buffers.params import SharedParams
 
         return SharedParams(self.arena.arrays, slot, "pool")

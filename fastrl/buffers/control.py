@@ -66,7 +66,7 @@ class Stat(IntEnum):
     ENTROPY_COEF = 23  # the entropy bonus weight of the last update (algo.entropy_schedule)
     CLIP = 24  # ppo: the probability ratio's clip range of the last update (algo.clip_schedule)
     EXTRA_0 = 25  # a plug-in algorithm's own metrics, in its registration's order (fastrl.algos.registry)
-    # self-play against a pool (fastrl.learning.selfplay), after EXTRA_0's 8 columns
+    # self-play against a pool (fastrl.multiagent.selfplay), after EXTRA_0's 8 columns
     ELO = 33  # the learning policy's Elo rating
     POOL_SIZE = 34  # snapshots in the pool
     POOL_SCORE = 35  # the learning seat's mean score (win 1, draw 1/2) over its last games against the pool

@@ -9,8 +9,8 @@ from fastrl.sampling.row_roles import register_row_roles
 from fastrl.telemetry.sections import register_metrics_section
 
 register_plan_hook("multiagent", "fastrl.multiagent.checks:plan_multiagent")
-register_learner_extension("selfplay_pool", "fastrl.learning.selfplay:selfplay_pool", order=10)
-register_learner_extension("named_policies", "fastrl.learning.named_policies:named_policies", order=30)
+register_learner_extension("selfplay_pool", "fastrl.multiagent.selfplay:selfplay_pool", order=10)
+register_learner_extension("named_policies", "fastrl.multiagent.named_policies:named_policies", order=30)
 
 # who plays each agent's row: the seats of a self-play pool's snapshots, or each agent's named policy
 register_row_roles(

@@ -15,9 +15,9 @@ from fastrl.algos.registry import learns_agent_rows, names
 from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo
 from fastrl.layer_plans import LayerNeeds
-from fastrl.learning.named_policies import frozen_parameters, policy_map
-from fastrl.learning.selfplay import POOL, SHARED, pool_slots
 from fastrl.modes import mode_of
+from fastrl.multiagent.named_policies import frozen_parameters, policy_map
+from fastrl.multiagent.selfplay import POOL, SHARED, pool_slots
 
 
 def plan_multiagent(

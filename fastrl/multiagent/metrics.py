@@ -10,13 +10,13 @@ import numpy as np
 
 from fastrl.buffers.control import Stat
 from fastrl.config import Config
-from fastrl.learning.selfplay import POOL
 from fastrl.multiagent.policy_ratings import PolicyRatings
+from fastrl.multiagent.selfplay import POOL
 from fastrl.telemetry.sections import MetricsSection, finite_or_none
 
 
 class PoolMetrics(MetricsSection):
-    """The learning seat's rating and scores against the pool (``fastrl.learning.selfplay``), from the stats row."""
+    """The learning seat's rating and scores against the pool (``fastrl.multiagent.selfplay``), from the stats row."""
 
     def __init__(self, config: Config):
         self.random, self.scripted = config.selfplay.random_share > 0, config.selfplay.scripted_share > 0

@@ -4,7 +4,7 @@ Every agent of a game reports its episode when the game ends (``(row, return, le
 row e being game e // k's agent e mod k). Once all k agents of a game are in, each pair of agents played by
 different policies is one rated encounter: the higher return wins (score 1), equal returns draw (1/2), and both
 policies move by ``elo_k`` x (score - expected), as the self-play pool's ratings do
-(``fastrl.learning.selfplay``). Agents of the same policy are not rated against each other.
+(``fastrl.multiagent.selfplay``). Agents of the same policy are not rated against each other.
 
 Like every other metric of the main process (``return_mean``, ``policy_returns``), the ratings follow the order
 in which games arrive, which depends on timing; the parameters the run trains never read them.
@@ -12,7 +12,7 @@ in which games arrive, which depends on timing; the parameters the run trains ne
 
 from __future__ import annotations
 
-from fastrl.learning.selfplay import INITIAL_RATING, expected_score
+from fastrl.multiagent.selfplay import INITIAL_RATING, expected_score
 
 
 class PolicyRatings:

@@ -1,10 +1,10 @@
 """The multi-agent layer's row roles (``fastrl.sampling.row_roles``): who plays each agent's row.
 
-- ``PoolRoles`` (``selfplay.opponents = "pool"``, ``fastrl.learning.selfplay``): in every env one seat learns and
+- ``PoolRoles`` (``selfplay.opponents = "pool"``, ``fastrl.multiagent.selfplay``): in every env one seat learns and
   the others are played by the snapshot the learner drew for that env and rollout (``buffers.opponents``, per
   rollout parity), the random player's zero slot or the scripted player, which each actor builds itself; no loss
   reads the other seats.
-- ``NamedRoles`` (``multiagent.policies``, ``fastrl.learning.named_policies``): each agent's policy plays its rows
+- ``NamedRoles`` (``multiagent.policies``, ``fastrl.multiagent.named_policies``): each agent's policy plays its rows
   for the whole run, every policy but the run's from its slot of the pool segment; a frozen policy's rows are read
   by no loss.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fastrl.learning.named_policies import policy_map
-from fastrl.learning.selfplay import scripted_slot
 from fastrl.models.scripted import build_scripted
+from fastrl.multiagent.named_policies import policy_map
+from fastrl.multiagent.selfplay import scripted_slot
 from fastrl.partition import opponent_rows
 
 
