@@ -48,6 +48,7 @@ def nature_pair():
     return eager, compile_policy(copy.deepcopy(eager), "default")
 
 
+@pytest.mark.slow  # cold inductor compiles
 def test_compiled_policy_samples_the_actions_of_the_eager_one(nature_pair):
     eager, compiled = nature_pair
     obs = random_frames(40)
@@ -144,6 +145,7 @@ def test_compile_key_takes_booleans_and_auto_only(tmp_path):
         _train(tmp_path, "bad", "model.compile='yes'", "engine.serial=true")
 
 
+@pytest.mark.slow  # cold inductor compiles: a minute
 def test_compiled_runs_do_not_depend_on_the_process_layout(tmp_path):
     """1/1, 2/2 (inline actors) and 4/1: every actor runs the same compiled graph, so the same bits."""
     runs = []
@@ -156,6 +158,7 @@ def test_compiled_runs_do_not_depend_on_the_process_layout(tmp_path):
     assert _identical(runs[0], runs[1]) and _identical(runs[0], runs[2])
 
 
+@pytest.mark.slow  # cold inductor compiles
 def test_compiled_run_resumes_exactly_and_its_checkpoint_goes_on_eager(tmp_path):
     ppo = "algo.name='ppo'"
     _, whole = _train(tmp_path, "whole", COMPILED, ppo, "engine.serial=true", "run.total_frames=800")

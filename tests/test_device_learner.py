@@ -27,6 +27,7 @@ def _digest(run_dir) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.slow  # a Pong run; the deferred-checks test keeps the upload path in the default tier
 def test_every_storage_field_reaches_the_device_once_per_update(tmp_path, monkeypatch):
     """The default job's PPO (3 epochs x 4 minibatches) on Pong, in one process, every conversion of a frame
     array to a tensor recorded: the frames go to the device once per update, through the uploads, and
@@ -62,12 +63,12 @@ def test_every_storage_field_reaches_the_device_once_per_update(tmp_path, monkey
 
 
 @pytest.mark.parametrize("config, overrides", [
-    ("configs/pong_sync.toml", PONG + ["run.total_frames=2048"]),  # sync PPO, normalised inputs and returns
+    pytest.param("configs/pong_sync.toml", PONG + ["run.total_frames=2048"],  # sync PPO, normalised inputs, returns
+                 marks=pytest.mark.slow),
     pytest.param("configs/pong_hts.toml", PONG + ["run.total_frames=2048"],  # hts PPO: the trainee, a version ahead
                  marks=pytest.mark.slow),
-    pytest.param("configs/cartpole_ppo.toml", ["run.total_frames=4096", "model.lstm=16", "algo.minibatches=2",
-                                               "run.progress=false", "run.tensorboard=false"],  # whole rollouts
-                 marks=pytest.mark.slow),
+    ("configs/cartpole_ppo.toml", ["run.total_frames=4096", "model.lstm=16", "algo.minibatches=2",
+                                   "run.progress=false", "run.tensorboard=false"]),  # whole rollouts
 ])
 def test_checks_deferred_to_the_end_of_an_update_train_the_same_bits(tmp_path, config, overrides):
     digests = []

@@ -213,6 +213,7 @@ def test_dict_runs_do_not_depend_on_process_layout(tmp_path, env, extra, layouts
         assert _identical(results[0], other)
 
 
+@pytest.mark.slow  # learns to a score
 def test_the_image_vector_env_trains_with_the_multi_model(tmp_path):
     """Either part alone gives 0.5 a step; a policy that reads both gets more within a few thousand frames."""
     summary, run = _train(tmp_path, "iv", "engine.serial=true", *SMALL_CNN, "algo.name='ppo'", "engine.rollout=16",

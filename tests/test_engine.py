@@ -109,6 +109,7 @@ def test_collect_only_with_a_random_policy_stops_on_time(tmp_path):
     assert sum(summary["time_split"].values()) == pytest.approx(1.0, abs=1e-3)
 
 
+@pytest.mark.slow  # Pong in processes; test_ale_vector and the layout tests keep Atari in the default tier
 def test_pong_trains_in_processes(tmp_path):
     summary = fastrl.train(
         None,

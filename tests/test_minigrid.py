@@ -66,6 +66,7 @@ def test_a_refused_id_stops_the_run_before_it_starts(tmp_path):
         fastrl.train(config, base, run_dir=tmp_path / "run")
 
 
+@pytest.mark.slow  # learns to a score
 def test_doorkey_5x5_reaches_a_mean_return_of_0_9(tmp_path):
     """configs/minigrid_doorkey.toml stops at 0.9 (~35K frames, seconds); the checkpoint then plays it too."""
     summary = fastrl.train("configs/minigrid_doorkey.toml", ["run.progress=false"], run_dir=tmp_path / "run")

@@ -324,8 +324,17 @@ def test_microbatched_forward_is_batch_invariant_mlp(micro_batch):
     assert_rows_batch_invariant(MLPPolicy(CARTPOLE, 3), _vectors(40), micro_batch, np.random.default_rng(0))
 
 
-@pytest.mark.parametrize("precision,micro_batch", [("fp32", 16), ("fp32", 8), ("bf16", 16), ("bf16", 8)])
-@pytest.mark.parametrize("layer_norm", [False, True])
+@pytest.mark.parametrize("precision,micro_batch,layer_norm", [
+    ("fp32", 16, False),  # the default job's actors
+    ("fp32", 8, True),
+    # the other combinations hold as these do: the slow tier checks each
+    pytest.param("fp32", 8, False, marks=pytest.mark.slow),
+    pytest.param("fp32", 16, True, marks=pytest.mark.slow),
+    pytest.param("bf16", 16, False, marks=pytest.mark.slow),
+    pytest.param("bf16", 8, False, marks=pytest.mark.slow),
+    pytest.param("bf16", 16, True, marks=pytest.mark.slow),
+    pytest.param("bf16", 8, True, marks=pytest.mark.slow),
+])
 def test_microbatched_forward_is_batch_invariant_nature_cnn(precision, micro_batch, layer_norm):
     model = NatureCNN(ATARI, 6, layer_norm=layer_norm)
     model.set_precision(precision)

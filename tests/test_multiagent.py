@@ -202,6 +202,7 @@ def test_an_async_pair_whose_envs_never_run_dry_still_beats_its_heartbeat_and_st
     assert summary["status"] == "complete" and summary["frames"] > 0
 
 
+@pytest.mark.slow  # the pool run keeps multi-agent layout invariance in the default tier
 @pytest.mark.engine
 def test_self_play_is_bit_identical_across_layouts_and_resumes_exactly(tmp_path):
     job = ["run.total_frames=512", "algo.epochs=2"]
@@ -215,6 +216,7 @@ def test_self_play_is_bit_identical_across_layouts_and_resumes_exactly(tmp_path)
     assert load_checkpoint(tmp_path / "half")["exact"]
 
 
+@pytest.mark.slow  # learns to a score: minutes
 @pytest.mark.engine
 def test_connect_four_self_play_beats_a_random_player(tmp_path, capsys):
     """The fast version of the benchmark (docs/multi-agent.md): the shipped config (the pool, its random and
@@ -345,6 +347,7 @@ def test_in_hts_a_new_snapshot_never_overwrites_one_the_rollout_in_flight_plays(
     assert len(pool.retired) <= 2  # only the snapshots a drawn rollout still names are kept
 
 
+@pytest.mark.slow  # the sync pool run keeps it in the default tier
 @pytest.mark.engine
 def test_a_pool_in_hts_is_bit_identical_across_layouts_and_resumes_exactly(tmp_path):
     job = ["run.total_frames=640", "algo.epochs=2", *POOL, "selfplay.snapshot_every=1", "engine.mode='hts'"]
@@ -416,6 +419,7 @@ def test_two_player_pong_is_one_emulator_for_both_paddles_mirrored_for_the_secon
     assert all(np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]) for x, y in zip(seen, again))
 
 
+@pytest.mark.slow  # two emulators per env; Connect Four keeps the promise in the default tier
 @pytest.mark.engine
 def test_two_player_pong_self_play_is_bit_identical_across_layouts_and_resumes_exactly(tmp_path):
     pytest.importorskip("multi_agent_ale_py")

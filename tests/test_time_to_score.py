@@ -17,6 +17,7 @@ def _overrides(tmp_path, *extra: str) -> list[str]:
     return [f"run.dir='{tmp_path}'", "run.progress=false", "run.log_interval_s=0.5", "engine.serial=true", *extra]
 
 
+@pytest.mark.slow  # a learning run to a target
 def test_reached_stops_at_the_target_and_reports_the_first_crossing(tmp_path):
     result = measure(CARTPOLE, target=100.0, max_minutes=2.0, window=20, overrides=_overrides(tmp_path),
                      run_dir=tmp_path / "run")
