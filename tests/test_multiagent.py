@@ -380,7 +380,9 @@ def test_the_matches_bench_trains_for_its_minutes_then_plays_each_opponent(tmp_p
                  "--set", "run.progress=false", "--run-dir", str(tmp_path / "run")]) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result["matches"]) == {"random"} and result["matches"]["random"]["wins"] <= 4 and result["greedy"]
-    assert result["train_s"] <= 3 + 0.05 * 60 and (tmp_path / "run" / "matches.json").is_file()
+    # stopped by its 3 s of training at the next barrier (a loaded machine's barrier may take seconds), not by the
+    # config's frame budget, which would take many minutes
+    assert result["train_s"] <= 0.05 * 60 + 30 and (tmp_path / "run" / "matches.json").is_file()
     with pytest.raises(SystemExit):
         main(["bench", "matches", "--games", "4"])  # --minutes is required
 
