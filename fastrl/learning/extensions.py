@@ -118,6 +118,11 @@ def register_learner_extension(name: str, factory: str | Callable[[Any], Learner
     _KINDS[name] = kind
 
 
+def unregister_learner_extension(name: str) -> None:
+    """Forget an extension (a test's, or a plug-in's that is switched off)."""
+    _KINDS.pop(name, None)
+
+
 def extensions_for(learner: Any) -> list[LearnerExtension]:
     """The extensions a learner's run uses, in hook order."""
     kinds = sorted(_KINDS.values(), key=lambda kind: kind.order)
