@@ -25,12 +25,13 @@ import os
 import warnings
 from typing import TYPE_CHECKING
 
-from fastrl.config import AUTO, ConfigError
+from fastrl.errors import ConfigError
+from fastrl.schema import AUTO
 
 if TYPE_CHECKING:
     import torch
 
-    from fastrl.config import Config, EngineConfig
+    from fastrl.schema import Config, EngineConfig
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fastrl.config import Config
     from fastrl.envs import EnvInfo
+    from fastrl.schema import Config
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,10 @@ from datetime import timedelta
 from fastrl.buffers import BufferPlan
 from fastrl.buffers.arena import ArenaSpec
 from fastrl.buffers.slots import SlotMap
-from fastrl.config import Config, ConfigError, resolved_int
 from fastrl.envs import EnvInfo
+from fastrl.errors import ConfigError
 from fastrl.modes import ModeSpec, mode_of
+from fastrl.schema import Config, resolved_int
 
 
 @dataclass(frozen=True)

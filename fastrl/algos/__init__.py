@@ -22,7 +22,7 @@ from fastrl.algos.registry import Algorithm, load_algorithm, options_of, registe
 
 if TYPE_CHECKING:
     from fastrl.algos.update_rule import UpdateRule
-    from fastrl.config import AlgoConfig
+    from fastrl.schema import AlgoConfig
 
 __all__ = ["Algorithm", "action_sampler", "load_algorithm", "make_rule", "register_algorithm"]
 

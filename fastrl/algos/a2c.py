@@ -19,8 +19,8 @@ import torch
 from fastrl.algos.advantages import returns_and_advantages
 from fastrl.algos.update_rule import Gradient, LossStats, forward_storage, live_weights, weighted_mean
 from fastrl.buffers.device_storage import DeviceStorage
-from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
+from fastrl.schema import AlgoConfig
 
 
 def a2c_loss(

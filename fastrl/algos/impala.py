@@ -33,8 +33,8 @@ from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import Gradient, LossStats, forward_storage, live_weights, weighted_mean
 from fastrl.algos.vtrace_torch import vtrace_torch
 from fastrl.buffers.device_storage import DeviceStorage
-from fastrl.config import AlgoConfig
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
+from fastrl.schema import AlgoConfig
 
 
 def impala_loss(

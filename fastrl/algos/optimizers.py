@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 import torch
 
-from fastrl.config import AlgoConfig
+from fastrl.schema import AlgoConfig
 
 
 class RMSpropTF(torch.optim.Optimizer):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastrl.config import AlgoConfig
+from fastrl.schema import AlgoConfig
 
 
 def linear(start: float, end: float, done: float) -> float:

@@ -29,11 +29,11 @@ import torch
 
 from fastrl.algos.sharding import Solo
 from fastrl.buffers.device_storage import DeviceStorage
-from fastrl.config import AlgoConfig
 from fastrl.errors import NonFiniteError
 from fastrl.models.distributions import ActionDistribution, distribution_for
 from fastrl.models.normalizer import observe_observations, observed_rows
 from fastrl.models.recurrent import hidden_size, unroll
+from fastrl.schema import AlgoConfig
 
 # the learner's checked optimizer step (fastrl.learning.checked_step): (net, gradients, and optionally the
 # minibatch's policy/value/entropy loss terms) -> the gradient norm, a tensor while its checks wait for the update's end

@@ -1,12 +1,14 @@
 """Typed run configuration: TOML files and ``--set key=value`` overrides into dataclasses.
 
-``schema`` holds the sections (declared with every key's documentation and rules in ``schema_learning``,
-``schema_engine`` and ``schema_multiagent``), ``loading`` builds a validated Config from a TOML file, a
-dict or overrides (each key read by ``fastrl.tables``), ``validation`` resolves and checks what involves
-more than one key, the algorithm registry and the modes, ``reference`` lists every key for
-``fastrl config`` and the docs.
+The sections are the schema's (``fastrl.schema``, with every key's documentation and rules), handed on here
+with what reads them: ``loading`` builds a validated Config from a TOML file, a dict or overrides (each key
+read by ``fastrl.tables``), ``validation`` checks what involves more than one key, the algorithm registry and
+the modes, ``derived`` fills the "auto" keys that follow from others as a Config is made, ``reference`` lists
+every key for ``fastrl config`` and the docs. This package stands above the algorithms and the modes; the
+modules below them import their types from ``fastrl.schema``.
 """
 
+from fastrl.config import derived  # noqa: F401  (installs the derived defaults every Config made runs)
 from fastrl.config.loading import (
     DEFAULT_JOB,
     SHIPPED_CONFIGS,
@@ -19,7 +21,9 @@ from fastrl.config.loading import (
     tomllib,
 )
 from fastrl.config.reference import field_docs, reference_markdown
-from fastrl.config.schema import (
+from fastrl.config.validation import LAUNCH_KEYS, launch_size, validate
+from fastrl.errors import ConfigError
+from fastrl.schema import (
     AUTO,
     AlgoConfig,
     AtariConfig,
@@ -36,8 +40,6 @@ from fastrl.config.schema import (
     resolved_bool,
     resolved_int,
 )
-from fastrl.config.validation import LAUNCH_KEYS, launch_size, validate
-from fastrl.errors import ConfigError
 
 __all__ = [
     "AUTO",

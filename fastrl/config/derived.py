@@ -1,12 +1,14 @@
 """The keys left at ``"auto"`` that follow from the others, filled in as a ``Config`` is made: the algorithm of the
 mode, the network the algorithm learns with, and the input and return normalisation the built-in models and PPO
-take. It reads the sections it fills, never the whole config, so the schema can call it without a circle."""
+take. They need the algorithm registry and the modes, which stand above the schema, so this module installs
+``resolve_derived_defaults`` into it (``fastrl.schema.install_derived_defaults``) when ``fastrl.config`` is
+imported; it reads the sections it fills, never the whole config."""
 
 from __future__ import annotations
 
 from fastrl.algos import registry
-from fastrl.config.schema_learning import AlgoConfig, ModelConfig
 from fastrl.modes import default_algorithm
+from fastrl.schema import AlgoConfig, ModelConfig, install_derived_defaults
 from fastrl.tables import AUTO
 
 BUILTIN_MODELS = ("auto", "mlp", "nature", "shallow", "impala", "multi")
@@ -26,3 +28,6 @@ def resolve_derived_defaults(mode: str, algo: AlgoConfig, model: ModelConfig) ->
         model.normalize_obs = builtin
     if algo.normalize_returns == AUTO:
         algo.normalize_returns = builtin and algorithm is not None and algorithm.normalizes_returns
+
+
+install_derived_defaults(resolve_derived_defaults)

@@ -12,9 +12,9 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
-from fastrl.config.schema import Config
 from fastrl.config.validation import validate
 from fastrl.errors import ConfigError
+from fastrl.schema import Config
 from fastrl.tables import build_section
 
 # The configs that ship in the package; a checkout's top-level configs/ is a link to this folder.

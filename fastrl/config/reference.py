@@ -10,14 +10,14 @@ import re
 import typing
 from typing import Any
 
-from fastrl.config.schema import Config
+from fastrl.schema import Config
 
 SUMMARY_CHARS = 80  # of a shipped config's header sentence in `fastrl configs`
 REFERENCE_PAGE_HEADER = """\
 # Configuration reference
 
 Every key of a fastrl config: its default (what a config file that leaves it out gets) and its meaning.
-Generated from the schema's own field documentation (`fastrl/config/schema.py`) by
+Generated from the schema's own field documentation (`fastrl/schema/`) by
 `fastrl config --markdown > docs/config-reference.md`; a test fails when this page is stale. How configs
 are read and overridden, and the shipped configs: [configuration.md](configuration.md).
 """

@@ -14,7 +14,7 @@ from fastrl.modes import algorithm_error
 from fastrl.tables import AUTO
 
 if TYPE_CHECKING:
-    from fastrl.config.schema import Config
+    from fastrl.schema import Config
 
 
 # What "auto" means for the algorithm and the normalisation keys: what the mode, model and algorithm take.

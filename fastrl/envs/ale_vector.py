@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
-from fastrl.config import EnvConfig
 from fastrl.envs.actions import ActionSpec
 from fastrl.envs.base import EnvAdapter
 from fastrl.envs.registry import EnvBackend, register_env_backend
+from fastrl.schema import EnvConfig
 
 if TYPE_CHECKING:
     from fastrl.envs.obs_layout import ObsLayout

@@ -42,9 +42,9 @@ import numpy as np
 
 from csrc_free_kernels.frames import make_resize_plan, stack_fill_kernel
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
-from fastrl.config import AtariConfig
 from fastrl.envs.actions import ActionSpec
 from fastrl.envs.atari_screen import StepScreens
+from fastrl.schema import AtariConfig
 
 if TYPE_CHECKING:
     from ale_py import ALEInterface

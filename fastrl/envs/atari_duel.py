@@ -28,11 +28,11 @@ import numpy as np
 
 from csrc_free_kernels.frames import make_resize_plan, stack_fill_kernel
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
-from fastrl.config import AtariConfig
 from fastrl.envs.actions import ActionSpec, UnsupportedEnvError
 from fastrl.envs.atari_screen import StepScreens
 from fastrl.envs.base import ABSENT, ACTING
 from fastrl.envs.pettingzoo_games import make_pettingzoo
+from fastrl.schema import AtariConfig
 
 ATARI_PREFIX = "pettingzoo.atari:"
 

@@ -35,13 +35,13 @@ import gymnasium as gym
 import numpy as np
 
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
-from fastrl.config import EnvConfig
 from fastrl.envs.actions import UnsupportedEnvError
 from fastrl.envs.atari_duel import AtariDuel, is_atari_duel
 from fastrl.envs.base import ABSENT, ACTING, WAITING, EnvAdapter
 from fastrl.envs.gym import GymEnv
 from fastrl.envs.pettingzoo_games import make_pettingzoo
 from fastrl.envs.registry import EnvBackend, register_env_backend
+from fastrl.schema import EnvConfig
 
 NAME = "pettingzoo"
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from fastrl.config import EnvConfig
 from fastrl.envs.actions import ActionSpec
 from fastrl.envs.base import EnvAdapter
 from fastrl.envs.gym import EnvOutputError, GymEnv, UnsupportedEnvError
 from fastrl.envs.obs_layout import ObsLayout
+from fastrl.schema import EnvConfig
 
 DELAY_ENV_ID = "fastrl/DelayEnv-v0"
 

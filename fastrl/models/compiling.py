@@ -56,7 +56,8 @@ import sys
 import torch
 from torch import nn
 
-from fastrl.config import AUTO, Config, ConfigError
+from fastrl.errors import ConfigError
+from fastrl.schema import AUTO, Config
 
 log = logging.getLogger(__name__)
 

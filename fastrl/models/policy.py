@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from fastrl.config import resolved_bool
 from fastrl.devices import device_kind
 from fastrl.envs.actions import BOX
 from fastrl.models.registry import build_model
+from fastrl.schema import resolved_bool
 
 if TYPE_CHECKING:
-    from fastrl.config import Config
     from fastrl.envs import EnvInfo
+    from fastrl.schema import Config
 
 
 def build_policy(env_info: EnvInfo, config: Config, device: torch.device | str | None = None) -> torch.nn.Module:

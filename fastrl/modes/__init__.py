@@ -10,8 +10,9 @@ All modes use the same trajectory slots. A barrier mode (sync, hts) gives every 
 ``storages`` slots; rollout j of env e goes to slot ``(j % storages) * envs + e``, so a storage
 (all envs' slots of one rollout) is contiguous and the learner reads it as a view.
 
-This module is the one place that lists the modes; which algorithms each learns with follows from the
-policy lags of its data and each algorithm's registration (``fastrl.algos.registry``).
+The values of ``engine.mode`` and ``gala.base`` are the schema's (``fastrl.schema.MODE_NAMES`` and
+``GALA_BASES``); this module maps each to the mode that carries it out. Which algorithms each learns with follows
+from the policy lags of its data and each algorithm's registration (``fastrl.algos.registry``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from __future__ import annotations
 from fastrl.algos import registry
 from fastrl.modes import asynchronous, gala, hts, sync
 from fastrl.modes.base import BarrierSteps, Mode, ModeSpec, Schedule
+from fastrl.schema import GALA_BASES, MODE_NAMES
 
 MODES: dict[str, Mode] = {mode.name: mode for mode in (sync.MODE, hts.MODE, asynchronous.MODE, gala.MODE)}
-GALA_BASES = tuple(gala.BASES)
+if tuple(MODES) != MODE_NAMES or tuple(gala.BASES) != GALA_BASES:
+    raise ImportError(
+        f"fastrl.modes carries out engine.mode = {tuple(MODES)} and gala.base = {tuple(gala.BASES)}; "
+        f"the schema's values are {MODE_NAMES} and {GALA_BASES} (fastrl.schema.engine)"
+    )
 
 __all__ = [
-    "GALA_BASES",
     "MODES",
     "BarrierSteps",
     "Mode",

@@ -18,7 +18,7 @@ from dataclasses import replace
 from fastrl.modes import hts, sync
 from fastrl.modes.base import BarrierSteps, Mode, ModeSpec, Schedule
 
-BASES = {"sync": sync.SPEC, "hts": hts.SPEC}  # gala.base's choices
+BASES = {"sync": sync.SPEC, "hts": hts.SPEC}  # the spec of each of gala.base's values (fastrl.schema.GALA_BASES)
 
 
 class Overlap(Schedule):

@@ -2,18 +2,25 @@
 documentation and its validation rules in ``metadata`` (``fastrl config`` and the generated
 ``docs/config-reference.md`` print them; ``fastrl.tables`` enforces them as a config is read).
 ``Config`` holds the sections, in the order the reference lists them; they are declared in
-``schema_learning`` (env, algo, model), ``schema_engine`` (engine, gala, run, reliability, dist) and
-``schema_multiagent`` (selfplay, multiagent).
+``learning`` (env, algo, model), ``engine`` (engine, gala, run, reliability, dist) and
+``multiagent`` (selfplay, multiagent).
 ``"auto"`` (``AUTO``) in engine.executors, actors, inline_actors and the like: chosen for the machine when a run
-starts (``fastrl.process.auto_layout``)."""
+starts (``fastrl.process.auto_layout``). The ``"auto"`` keys that follow from others (the mode's algorithm, its
+network, the normalisation) are filled as a ``Config`` is made, by what ``fastrl.config`` installs with
+``install_derived_defaults``: they read the algorithm registry and the modes, which stand above this schema.
+
+This package imports nothing of fastrl above ``fastrl.tables`` and ``fastrl.errors``: every module reads its
+types from here; loading, validation and the reference are ``fastrl.config``'s."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from fastrl.config.derived import resolve_derived_defaults
-from fastrl.config.schema_engine import (
+from fastrl.schema.engine import (
+    GALA_BASES,
+    MODE_NAMES,
     DistConfig,
     EngineConfig,
     GalaConfig,
@@ -22,8 +29,8 @@ from fastrl.config.schema_engine import (
     resolved_bool,
     resolved_int,
 )
-from fastrl.config.schema_learning import AlgoConfig, AtariConfig, EnvConfig, ModelConfig
-from fastrl.config.schema_multiagent import MultiAgentConfig, SelfPlayConfig
+from fastrl.schema.learning import AlgoConfig, AtariConfig, EnvConfig, ModelConfig
+from fastrl.schema.multiagent import MultiAgentConfig, SelfPlayConfig
 from fastrl.tables import AUTO
 from fastrl.tables import documented_field as _f
 
@@ -35,15 +42,30 @@ __all__ = [
     "DistConfig",
     "EngineConfig",
     "EnvConfig",
+    "GALA_BASES",
     "GalaConfig",
+    "MODE_NAMES",
     "ModelConfig",
     "MultiAgentConfig",
     "ReliabilityConfig",
     "RunConfig",
     "SelfPlayConfig",
+    "install_derived_defaults",
     "resolved_bool",
     "resolved_int",
 ]
+
+
+# (engine.mode, the algo section, the model section) -> None: fills their "auto" keys that follow from the others
+DerivedDefaults = Callable[[str, AlgoConfig, ModelConfig], None]
+_derived_defaults: DerivedDefaults | None = None
+
+
+def install_derived_defaults(resolve: DerivedDefaults) -> None:
+    """What every ``Config`` made runs on its mode, algo and model sections (``fastrl.config.derived``, installed
+    when ``fastrl`` is imported)."""
+    global _derived_defaults
+    _derived_defaults = resolve
 
 
 @dataclass
@@ -60,7 +82,9 @@ class Config:
     dist: DistConfig = _f(DistConfig(), "many machines: torch.distributed between ranks launched by torchrun")
 
     def __post_init__(self) -> None:
-        resolve_derived_defaults(self.engine.mode, self.algo, self.model)
+        if _derived_defaults is None:
+            raise RuntimeError("a Config was made before fastrl.config installed its derived defaults")
+        _derived_defaults(self.engine.mode, self.algo, self.model)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

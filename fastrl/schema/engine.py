@@ -8,9 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fastrl.errors import ConfigError
-from fastrl.modes import GALA_BASES, MODES
 from fastrl.tables import AUTO
 from fastrl.tables import documented_field as _f
+
+# engine.mode's values, each carried out by its module of fastrl.modes (``fastrl.modes.MODES``)
+MODE_NAMES = ("sync", "hts", "async", "gala")
+# gala.base's values: the barrier modes a gala agent runs on its envs (``fastrl.modes.gala.BASES``)
+GALA_BASES = ("sync", "hts")
 
 
 def resolved_int(value: int | str, key: str) -> int:
@@ -35,7 +39,7 @@ class EngineConfig:
         "how rollout and learning interleave: 'sync' (lockstep, lag 0), 'hts' (two storages, lag 1), "
         "'async' (IMPALA: no barrier, measured lag; nondeterministic by nature), "
         "'gala' (engine.learners agents, each sync or hts on its share of the envs, gossiping parameters)",
-        choices=tuple(MODES),
+        choices=MODE_NAMES,
     )
     envs: int = _f(16, "total number of environments", min=1, max=1 << 20)
     executors: int | str = _f(
