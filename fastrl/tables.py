@@ -1,7 +1,7 @@
 """Typed tables: a dict (a TOML table) read into a dataclass, every value checked against its field's type and
 the rules in its metadata, so an error names the key, the bad value and what is allowed.
 
-What the run configuration's sections (``fastrl.config``) and a plug-in's own table, such as an algorithm's
+What the run configuration's sections (``fastrl.schema``) and a plug-in's own table, such as an algorithm's
 ``[algo.options]`` (``fastrl.algos.registry``), are read with. A field says what it takes in its metadata:
 ``doc`` (its documentation), ``choices``, ``min``, ``max``, ``min_exclusive``, ``multiple_of``, ``item_range``
 (each item of a list), ``allow_inf`` (a float may be infinite) and ``auto`` (the string ``AUTO`` is taken as it

@@ -1,8 +1,9 @@
 """The keys left at ``"auto"`` that follow from the others, filled in as a ``Config`` is made: the algorithm of the
 mode, the network the algorithm learns with, and the input and return normalisation the built-in models and PPO
-take. They need the algorithm registry and the modes, which stand above the schema, so this module installs
-``resolve_derived_defaults`` into it (``fastrl.schema.install_derived_defaults``) when ``fastrl.config`` is
-imported; it reads the sections it fills, never the whole config."""
+take, so everything after it (and the run's config.toml) reads plain values. They need the algorithm registry and
+the modes, which stand above the schema, so this module installs ``resolve_derived_defaults`` into it
+(``fastrl.schema.install_derived_defaults``) when ``fastrl.config`` is imported; it reads the sections it fills,
+never the whole config."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What involves more than one key, and the algorithm registry and the modes: the ``"auto"`` keys that follow
-from the others (resolved as a Config is made) and the checks of a whole config (each key's own type and rules:
-``fastrl.tables``, as the config is read)."""
+"""The checks of a whole config: what involves more than one key, the algorithm registry and the modes (each
+key's own type and rules: ``fastrl.tables``, as the config is read; the ``"auto"`` keys that follow from the
+others: ``fastrl.config.derived``, as a Config is made)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from fastrl.schema import Config
 
 
-# What "auto" means for the algorithm and the normalisation keys: what the mode, model and algorithm take.
-# Resolved when a Config is made, so everything after it (and the run's config.toml) reads plain values.
 def validate(config: Config) -> None:
     """Checks that involve more than one key."""
     engine = config.engine
