@@ -158,6 +158,15 @@ def test_the_model_recipe_trains(recipes):
     assert summary["status"] == "complete" and summary["frames"] == 4096
 
 
+@pytest.mark.slow  # CartPole to 475 with the recipe's model: a few minutes on 2 cores
+@pytest.mark.timeout(1800)
+def test_the_model_recipe_solves_cartpole_through_its_time_limit(recipes):
+    """The recipe's model learns CartPole until nearly every episode is cut at its 500-step limit."""
+    summary, _ = _train(recipes, "my_model", "solve", "run.total_frames=1_000_000", "run.target_return=475",
+                        "run.return_window=100", timeout=1500)
+    assert summary["status"] == "complete" and summary["final_return_mean"] >= 475
+
+
 def test_a_recipe_module_that_is_not_importable_is_refused_before_anything_starts(recipes):
     (recipes / "my_vpg.py").unlink()
     done = subprocess.run([sys.executable, "-m", "fastrl", "train", "my_vpg.toml"], cwd=recipes, capture_output=True,

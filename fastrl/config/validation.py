@@ -32,7 +32,6 @@ def validate(config: Config) -> None:
             f"(now {engine.actors} and {engine.executors})"
         )
     _validate_algorithm(config)
-    _validate_selfplay(config)
     if engine.mode == "gala":
         _validate_gala(config)
     elif engine.learners != 1:
@@ -82,28 +81,6 @@ def _validate_algorithm(config: Config) -> None:
     if problem:
         raise ConfigError(problem)
     registry.options_of(algorithm, config.algo.options)
-
-
-def _validate_selfplay(config: Config) -> None:
-    """The pool's fixed players: each needs the pool, a scripted one needs its share and its share a player."""
-    selfplay = config.selfplay
-    shares = {"selfplay.random_share": selfplay.random_share, "selfplay.scripted_share": selfplay.scripted_share}
-    for key, share in shares.items():
-        if share > 0 and selfplay.opponents != "pool":
-            raise ConfigError(
-                f"{key} = {share} plays a share of the games against a fixed player instead of a pool snapshot: "
-                f"set selfplay.opponents = 'pool' (now {selfplay.opponents!r})"
-            )
-    if selfplay.random_share + selfplay.scripted_share > 1.0:
-        raise ConfigError(
-            f"selfplay.random_share + selfplay.scripted_share = {selfplay.random_share + selfplay.scripted_share:g}: "
-            "they share one draw per game, so together at most 1"
-        )
-    if bool(selfplay.scripted) != (selfplay.scripted_share > 0):
-        raise ConfigError(
-            f"selfplay.scripted = {selfplay.scripted!r} and selfplay.scripted_share = {selfplay.scripted_share}: set "
-            "both (a player and the share of the games it plays) or neither"
-        )
 
 
 def _either(names) -> str:

@@ -25,6 +25,7 @@ def plan_multiagent(
 ) -> tuple[Config, LayerNeeds]:
     """Every check of this layer; the config with ``multiagent.policies`` in the env's agent order, and the pool
     slots and opponent tables the run needs (none without a pool or named policies)."""
+    check_selfplay(config)
     check_agents(config, info)
     check_scripted(config, info)
     # multiagent.policies, in the env's agent order; a resumed run's frozen policies are in its checkpoint
@@ -151,3 +152,25 @@ def check_policies(
     ordered = copy.deepcopy(config)
     ordered.multiagent.policies = {agent: mapping[agent] for agent in agent_names}
     return ordered
+
+
+def check_selfplay(config: Config) -> None:
+    """The pool's fixed players: each needs the pool, a scripted one needs its share and its share a player."""
+    selfplay = config.selfplay
+    shares = {"selfplay.random_share": selfplay.random_share, "selfplay.scripted_share": selfplay.scripted_share}
+    for key, share in shares.items():
+        if share > 0 and selfplay.opponents != POOL:
+            raise ConfigError(
+                f"{key} = {share} plays a share of the games against a fixed player instead of a pool snapshot: "
+                f"set selfplay.opponents = 'pool' (now {selfplay.opponents!r})"
+            )
+    if selfplay.random_share + selfplay.scripted_share > 1.0:
+        raise ConfigError(
+            f"selfplay.random_share + selfplay.scripted_share = {selfplay.random_share + selfplay.scripted_share:g}: "
+            "they share one draw per game, so together at most 1"
+        )
+    if bool(selfplay.scripted) != (selfplay.scripted_share > 0):
+        raise ConfigError(
+            f"selfplay.scripted = {selfplay.scripted!r} and selfplay.scripted_share = {selfplay.scripted_share}: set "
+            "both (a player and the share of the games it plays) or neither"
+        )

@@ -46,9 +46,12 @@ def _cmdline(pid: int) -> bytes:
 
 
 def _is_fastrl_worker(pid: int) -> bool:
-    cmd = _cmdline(pid)
-    # faster-fifo/multiprocessing helpers (resource tracker) are not run workers
-    return b"multiprocessing.spawn" in cmd or b"fastrl" in cmd
+    # the arguments only: the interpreter's own path may name anything (a virtual environment in a folder called
+    # fastrl, say); multiprocessing's helpers (the resource tracker) are not run workers
+    args = b" ".join(_cmdline(pid).split(b"\0")[1:])
+    if b"multiprocessing.resource_tracker" in args:
+        return False
+    return b"multiprocessing.spawn" in args or b"fastrl" in args
 
 
 def own_segments() -> list[str]:
