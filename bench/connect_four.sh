@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Connect Four by self-play (issue 40's goal): 15 minutes of training, then 1,000 games against a uniformly
+# Connect Four by self-play (docs/multi-agent.md): 15 minutes of training, then 1,000 games against a uniformly
 # random legal player and 1,000 against the one-step look-ahead heuristic, the policy in each seat half the time.
 # One quiet run per seed. usage: bench/connect_four.sh [SEEDS...]   (default: 0; SET="--set k=v ..." to vary)
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU measurement of docs/gpu.md in one run that fits a 15-minute window on a borrowed GPU machine:
+# Every GPU measurement of docs/gpu.md in one run capped at 9 minutes:
 # the CUDA tests, the GPU forward's batch invariance, sampling at 1-14 executors against the raw emulator
 # and AtariVectorEnv, the learner's step, sampling with the CNN on the GPU actors, and the default job's
 # time to Pong 18. Each step's JSON line lands in $OUT/device_check.jsonl as soon as it finishes.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two-player Pong by self-play (issue 40's goal): the engine's speed on the two-player game against the one-player
+# Two-player Pong by self-play (docs/multi-agent.md): the engine's speed on the two-player game against the one-player
 # game; then per seed 60 minutes of self-play (a checkpoint every 5 minutes), 20 games against a uniformly random
 # paddle (the mean margin), and 10 episodes as the one player of PongNoFrameskip-v4 against the game's own
 # opponent; then each kept checkpoint (the curve): 4 games and 2 episodes. One quiet run at a time.
