@@ -65,6 +65,7 @@ def test_compiled_policy_samples_the_actions_of_the_eager_one(nature_pair):
     np.testing.assert_allclose(logp_c, logp_e, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # cold inductor compiles
 def test_compiled_micro_batches_are_batch_invariant(nature_pair):
     assert_rows_batch_invariant(nature_pair[1], random_frames(24), 8, np.random.default_rng(1), extra_partitions=1)
 

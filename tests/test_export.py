@@ -14,7 +14,8 @@ from tests.helpers.runs import cartpole
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
-FORMATS = ["onnx", "torchscript"]
+# onnx in the slow tier: the docs example keeps an onnxruntime check in the default one
+FORMATS = [pytest.param("onnx", marks=pytest.mark.slow), "torchscript"]
 TOLERANCE = 1e-5
 PONG = ["env.id='PongNoFrameskip-v4'", "model.name='nature'", "model.normalize_obs=true", "algo.name='ppo'",
         "algo.minibatches=1", "algo.normalize_returns=true", "engine.serial=true", "engine.envs=2",

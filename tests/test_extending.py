@@ -55,6 +55,7 @@ def _digest(run_dir: Path) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.slow  # two layouts of the recipe; test_engine.py keeps layout invariance in the default tier
 def test_the_algorithm_recipe_trains_reports_its_metric_and_keeps_the_engines_determinism(recipes):
     summary, one = _train(recipes, "my_vpg", "one", "run.total_frames=4096", "engine.executors=1", "engine.actors=1")
     assert summary["status"] == "complete" and summary["frames"] == 4096

@@ -450,6 +450,7 @@ def test_a_two_player_pong_policy_plays_a_random_paddle_and_the_one_player_game(
 
 
 @pytest.mark.engine
+@pytest.mark.slow  # two emulators a game, played from the CLI
 def test_a_one_player_pong_policy_plays_two_player_pong_from_the_cli_in_either_seat(tmp_path, capsys):
     pytest.importorskip("multi_agent_ale_py")
     run_dir = tmp_path / "pong1"
@@ -466,6 +467,7 @@ def test_a_one_player_pong_policy_plays_two_player_pong_from_the_cli_in_either_s
 
 
 @pytest.mark.engine
+@pytest.mark.slow  # a benchmark round
 def test_the_two_player_bench_counts_each_emulator_frame_once(capsys):
     pytest.importorskip("multi_agent_ale_py")
     assert main(["bench", "two-player", "--seconds", "2", "--rounds", "1", "--games", "1", "--bare"]) == 0
@@ -578,6 +580,7 @@ def _wins_now(raw, column: int) -> bool:
 
 
 @pytest.mark.engine
+@pytest.mark.slow  # the sync pool run keeps the pool's layout invariance and resume in the default tier
 def test_a_pools_scripted_player_is_drawn_beside_the_random_one_bit_identically_and_resumes(tmp_path):
     """selfplay.scripted plays its share of the games from the same per-game draw as the random player, in the slot
     past the shared segment's; the run is bit-identical across layouts and resumes exactly with its scores."""

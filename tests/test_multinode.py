@@ -73,6 +73,7 @@ def test_async_ranks_all_reduce_per_batch_and_resume_only_with_as_many_ranks(tmp
         fastrl.train(resume=run_dir, overrides=["run.total_frames=8000"])
 
 
+@pytest.mark.slow  # waits out a rank timeout; test_multinode_gala keeps a dead peer in the default tier
 def test_a_rank_killed_with_sigkill_ends_the_other_within_its_timeout_leaving_nothing(tmp_path):
     run_dir = tmp_path / "run"
     proc = _torchrun(run_dir, "configs/cartpole_sync.toml", *QUICK, "run.total_frames=10_000_000",

@@ -132,7 +132,7 @@ def test_named_policies_are_rated_against_each_other_from_their_games_alone():
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize("mode", ["sync", "hts"])
+@pytest.mark.parametrize("mode", ["sync", pytest.param("hts", marks=pytest.mark.slow)])
 def test_two_learning_policies_are_bit_identical_across_layouts_resume_exactly_and_each_learns(tmp_path, capsys,
                                                                                                 mode):
     job = ["run.total_frames=512", TWO_ROLES, f"engine.mode='{mode}'"]

@@ -211,6 +211,7 @@ def test_collecting_without_learning_refuses_reward_normalization():
         load_config(None, ["algo.name='none'", "algo.normalize_rewards=true"])
 
 
+@pytest.mark.slow  # two ranks; test_multinode keeps two ranks learning as one in the default tier
 def test_two_ranks_of_four_envs_scale_as_one_rank_of_eight(tmp_path):
     """cohort.moments merges every rank's per-step moments: the statistics (and so the parameters) of 2 ranks x
     4 envs are those of 1 rank x 8 up to float rounding, and bit-identical between the ranks."""
