@@ -175,7 +175,7 @@ class _Terminal(io.StringIO):
 def test_progress_line_counts_only_this_sessions_frames():
     line = ProgressLine(total_frames=2000, max_seconds=float("inf"), stream=io.StringIO())
     resumed = ProgressState(frames=1500, start_frames=1000, elapsed_s=5.0, return_mean=1.5, episodes=3)
-    assert resumed.session_fps == 100.0
+    assert resumed.fps_since_start == 100.0
     assert line.fraction(resumed) == 0.75 and line.eta_s(resumed) == 5.0
     assert re.search(r"75\.0%\s+1,500 frames\s+100 fps\s+ETA\s+0:05", line.text(resumed))
     timed = ProgressLine(total_frames=10**9, max_seconds=20.0, stream=io.StringIO())
@@ -191,11 +191,11 @@ def test_progress_after_resume_shows_the_fps_of_new_frames_and_one_final_line(tm
     text = terminal.getvalue()
     final = text.rsplit("\r", 1)[1]
     assert final.endswith("\x1b[K\n") and final.count("\n") == 1
-    match = re.match(r"complete: 1,600 frames \(800 this session\) in \S+, ([\d,]+) fps", final)
+    match = re.match(r"complete: 1,600 frames \(800 since the resume\) in \S+, ([\d,]+) fps", final)
     assert match, final
     fps = int(match[1].replace(",", ""))
     assert summary["fps"] == pytest.approx(800 / summary["train_s"], rel=0.01)
-    assert fps == pytest.approx(summary["fps"], abs=1)  # 800 new frames / this session's time, not 1,600
+    assert fps == pytest.approx(summary["fps"], abs=1)  # 800 new frames / the time since the resume, not 1,600
 
 
 def _telemetry_on_a_fake_clock(tmp_path, monkeypatch, config_path: str, learners: int):

@@ -1,10 +1,10 @@
-"""The live progress line on a terminal: percent done, ETA, this session's fps, and a final line.
+"""The live progress line on a terminal: percent done, ETA, the fps since this start, and a final line.
 
 Hand-written rather than tqdm or rich: the line is one ``\\r``-rewritten string every half
-second from the main process, and it has to say things a bar does not (frames of this
-session after a resume, the return, the episodes); neither library is needed for that.
+second from the main process, and it has to say things a bar does not (the frames made since
+a resume, the return, the episodes); neither library is needed for that.
 
-fps counts only the frames made in this session: after ``--resume`` the run starts at its
+fps counts only the frames made since this start: after ``--resume`` the run starts at its
 checkpoint's frames, which were not made in the time measured here.
 """
 
@@ -29,13 +29,13 @@ def clock(seconds: float) -> str:
 @dataclass
 class ProgressState:
     frames: float  # the run's frames, those of a resumed checkpoint included
-    start_frames: float  # the frames the session started at
-    elapsed_s: float  # training time of this session
+    start_frames: float  # the frames this start began at (a resumed checkpoint's)
+    elapsed_s: float  # training time since this start
     return_mean: float
     episodes: int
 
     @property
-    def session_fps(self) -> float:
+    def fps_since_start(self) -> float:
         return (self.frames - self.start_frames) / max(self.elapsed_s, 1e-9)
 
 
@@ -52,13 +52,14 @@ class ProgressLine:
         return min(done, 1.0)
 
     def eta_s(self, state: ProgressState) -> float:
-        fps = state.session_fps
+        fps = state.fps_since_start
         left = (self.total_frames - state.frames) / fps if fps > 0 else math.inf
         return max(min(left, self.max_seconds - state.elapsed_s), 0.0)
 
     def text(self, state: ProgressState) -> str:
         return (
-            f"{100 * self.fraction(state):5.1f}%  {int(state.frames):>11,d} frames  {state.session_fps:>8,.0f} fps  "
+            f"{100 * self.fraction(state):5.1f}%  {int(state.frames):>11,d} frames  "
+            f"{state.fps_since_start:>8,.0f} fps  "
             f"ETA {clock(self.eta_s(state)):>8}  return {state.return_mean:8.2f}  episodes {state.episodes:>6d}  "
             f"{clock(state.elapsed_s):>8}"
         )
@@ -68,10 +69,10 @@ class ProgressLine:
 
     def final_text(self, state: ProgressState, status: str) -> str:
         made = int(state.frames - state.start_frames)
-        resumed = f" ({made:,d} this session)" if state.start_frames else ""
+        resumed = f" ({made:,d} since the resume)" if state.start_frames else ""
         return (
             f"{status}: {int(state.frames):,d} frames{resumed} in {clock(state.elapsed_s)}, "
-            f"{state.session_fps:,.0f} fps, return {state.return_mean:.2f}, {state.episodes} episodes"
+            f"{state.fps_since_start:,.0f} fps, return {state.return_mean:.2f}, {state.episodes} episodes"
         )
 
     def finish(self, state: ProgressState, status: str) -> None:
