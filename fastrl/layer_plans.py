@@ -9,10 +9,11 @@ process layout is resolved; a hook returns the config (possibly normalised: it i
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from fastrl.plugins import resolved
 
 if TYPE_CHECKING:
     from fastrl.envs import EnvInfo
@@ -44,10 +45,7 @@ def register_plan_hook(name: str, hook: str | PlanHook) -> None:
 def plan_layers(config: Config, info: EnvInfo, policy: Any, resuming: bool) -> tuple[Config, LayerNeeds]:
     """Every registered layer's checks, in registration order; the config they return and their needs, summed."""
     needs = LayerNeeds()
-    for hook in _HOOKS.values():
-        if isinstance(hook, str):
-            module, _, attr = hook.partition(":")
-            hook = getattr(importlib.import_module(module), attr)
-        config, more = hook(config, info, policy, resuming)
+    for name, hook in _HOOKS.items():
+        config, more = resolved(hook, f"plan hook {name!r}")(config, info, policy, resuming)
         needs = needs + more
     return config, needs

@@ -17,12 +17,12 @@ run). docs/extending.md has a complete example.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastrl.errors import ConfigError
+from fastrl.plugins import imported
 from fastrl.tables import build_section
 
 LAGS = {0: "sync", 1: "hts", None: "async"}  # the policy lag of each mode's data
@@ -56,17 +56,17 @@ class Algorithm:
 
     def options_class(self) -> type | None:
         if isinstance(self.options, str):
-            return _imported(self.options, f"algorithm {self.name!r}'s options")
+            return imported(self.options, f"algorithm {self.name!r}'s options")
         return self.options
 
     def sampler_factory(self) -> Callable[..., Any] | None:
         if isinstance(self.sampler, str):
-            return _imported(self.sampler, f"algorithm {self.name!r}'s sampler")
+            return imported(self.sampler, f"algorithm {self.name!r}'s sampler")
         return self.sampler
 
     def rule_class(self) -> Callable[..., Any]:
         """Its UpdateRule class or factory (imported on first use)."""
-        return _imported(self.rule, f"algorithm {self.name!r}'s rule") if isinstance(self.rule, str) else self.rule
+        return imported(self.rule, f"algorithm {self.name!r}'s rule") if isinstance(self.rule, str) else self.rule
 
 
 _REGISTRY: dict[str, Algorithm] = {}
@@ -126,7 +126,7 @@ def load_algorithm(name: str) -> Algorithm:
         return found
     found = _PLUGINS.get(name)
     if found is None:
-        thing = _imported(name, f"algo.name = {name!r}")
+        thing = imported(name, f"algo.name = {name!r}")
         if not isinstance(thing, Algorithm):
             raise ConfigError(
                 f"algo.name = {name!r} names {type(thing).__name__} {thing!r}, not a fastrl Algorithm: a plug-in "
@@ -136,20 +136,6 @@ def load_algorithm(name: str) -> Algorithm:
             register_algorithm(thing)  # an Algorithm built but never registered: its contract is checked here
         found = _PLUGINS[name] = thing
     return found
-
-
-def _imported(path: str, what: str) -> Any:
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"{what}: expected 'package.module:Name', got {path!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module failed to import: bad input, named
-        raise ConfigError(f"{what}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"{what}: module {module_name!r} has no {attr!r}") from None
 
 
 def allowed_names() -> str:

@@ -26,12 +26,13 @@ The points of the loop, in the order one barrier reaches them:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from fastrl.plugins import resolved
 
 if TYPE_CHECKING:
     import torch
@@ -99,11 +100,7 @@ class ExtensionKind:
     order: int
 
     def build(self, learner: Any) -> LearnerExtension | None:
-        factory = self.factory
-        if isinstance(factory, str):
-            module, _, attr = factory.partition(":")
-            factory = getattr(importlib.import_module(module), attr)
-        return factory(learner)
+        return resolved(self.factory, f"learner extension {self.name!r}")(learner)
 
 
 _KINDS: dict[str, ExtensionKind] = {}

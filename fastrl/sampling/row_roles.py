@@ -21,15 +21,15 @@ finds the one that applies, after ``fastrl.layers.load_layers`` has imported the
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from fastrl.errors import ConfigError
 from fastrl.layers import load_layers
+from fastrl.plugins import imported
 
 if TYPE_CHECKING:  # annotations only: the executors never import torch for this
     import torch
@@ -68,7 +68,7 @@ class RowRolesKind:
     def build(self, spec, buffers, device) -> RowRoles:
         factory = self.factory
         if isinstance(factory, str):
-            factory = _imported(factory, f"row roles {self.name!r}")
+            factory = imported(factory, f"row roles {self.name!r}")
         return factory(spec, buffers, device)
 
 
@@ -114,15 +114,3 @@ def row_roles_for(spec, buffers, device: torch.device | None = None) -> RowRoles
     applies."""
     kind = row_roles_kind(spec.config)
     return None if kind is None else kind.build(spec, buffers, device)
-
-
-def _imported(path: str, what: str) -> Any:
-    module_name, _, attr = path.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ConfigError(f"{what}: cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"{what}: module {module_name!r} has no {attr!r}") from None

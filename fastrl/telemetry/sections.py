@@ -9,10 +9,11 @@ the run does not use it. The telemetry hands every finished episode to each sect
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from fastrl.plugins import resolved
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,11 +52,8 @@ def sections_for(config: Config) -> list[MetricsSection]:
 
     load_layers()
     sections = []
-    for factory in _FACTORIES.values():
-        if isinstance(factory, str):
-            module, _, attr = factory.partition(":")
-            factory = getattr(importlib.import_module(module), attr)
-        section = factory(config)
+    for name, factory in _FACTORIES.items():
+        section = resolved(factory, f"metrics section {name!r}")(config)
         if section is not None:
             sections.append(section)
     return sections
