@@ -3,10 +3,16 @@ to explore and which action to take, so the action depends only on the row's Q-v
 
 Per row b with Q-values q (A actions) and u in [0, 1):
 
+- the allowed actions: those whose q is above ``MASKED_BELOW``, i.e. all but the ones an ``action_mask`` set to
+  ``fastrl.models.action_mask.MASKED_LOGIT`` (-1e9); every action where the mask allows none. K of them;
 - greedy = the first a of the largest q_a (a scalar loop in action order: ties go to the lowest action);
-- if u < ε: action = min(floor(u / ε · A), A - 1) (u / ε is uniform on [0, 1) given u < ε), else greedy;
-- logp = log(ε / A + (1 - ε) · [action = greedy]), the ε-greedy policy's probability of the action;
+- if u < ε: action = the k-th allowed, k = min(floor(u / ε · K), K - 1) (u / ε is uniform on [0, 1) given
+  u < ε), else greedy; with no mask the k-th allowed action is action k;
+- logp = log(ε / K + (1 - ε) · [action = greedy]), the ε-greedy policy's probability of the action;
 - value = max_a q_a (what PQN's Q(λ) targets bootstrap from).
+
+Exploring among the allowed actions only is what makes PQN usable on a masked env: a masked action is
+illegal there (the env may raise), and its Q-value is never learned.
 
 Each row is computed with plain scalar loops, so a row's action depends only on that row, whatever batch it
 sits in: the engine's determinism rests on it (DESIGN.md, "Determinism").
@@ -17,20 +23,39 @@ import math
 import numba
 import numpy as np
 
+MASKED_BELOW = -5e8  # a q below it was masked (MASKED_LOGIT = -1e9); a learned Q-value never gets near it
+
 
 @numba.njit(cache=True, inline="always")
 def _row(q, b, u, epsilon):
     """(action, logp, max q) of row ``b``."""
     n_actions = q.shape[1]
-    greedy, top = 0, q[b, 0]
-    for a in range(1, n_actions):
-        if q[b, a] > top:
+    greedy, top, allowed = 0, q[b, 0], 0
+    for a in range(n_actions):
+        if a > 0 and q[b, a] > top:
             greedy, top = a, q[b, a]
+        if q[b, a] > MASKED_BELOW:
+            allowed += 1
+    choices = allowed if allowed > 0 else n_actions
     chosen = greedy
     if u < epsilon:
-        chosen = min(int(u / epsilon * n_actions), n_actions - 1)
-    p = epsilon / n_actions + (1.0 - epsilon if chosen == greedy else 0.0)
+        chosen = _kth_allowed(q, b, min(int(u / epsilon * choices), choices - 1), allowed)
+    p = epsilon / choices + (1.0 - epsilon if chosen == greedy else 0.0)
     return chosen, math.log(p), top
+
+
+@numba.njit(cache=True, inline="always")
+def _kth_allowed(q, b, k, allowed):
+    """The ``k``-th action of row ``b`` whose q is not masked (action ``k`` when none is allowed)."""
+    if allowed == 0:
+        return k
+    seen = 0
+    for a in range(q.shape[1]):
+        if q[b, a] > MASKED_BELOW:
+            if seen == k:
+                return a
+            seen += 1
+    return q.shape[1] - 1
 
 
 @numba.njit(cache=True)
@@ -67,11 +92,14 @@ def epsilon_greedy(q, u, epsilon: float, actions_out=None, logp_out=None):
 def epsilon_greedy_reference(q, u, epsilon: float):
     """Plain numpy: (actions int64 [B], logp float32 [B])."""
     q = np.asarray(q, np.float32)
-    n_actions = q.shape[1]
+    allowed = q > MASKED_BELOW
+    allowed[~allowed.any(axis=1)] = True  # a mask that allows nothing: every action
+    choices = allowed.sum(axis=1)
     greedy = q.argmax(axis=1)  # the first of the largest, as the kernel's loop
     explore = np.asarray(u, np.float64) < epsilon
-    scaled = np.floor(np.asarray(u, np.float64) / max(epsilon, 1e-300) * n_actions)
-    random_action = np.minimum(scaled, n_actions - 1).astype(np.int64)  # only read where u < ε
+    scaled = np.floor(np.asarray(u, np.float64) / max(epsilon, 1e-300) * choices)
+    k = np.minimum(scaled, choices - 1).astype(np.int64)  # only read where u < ε
+    random_action = np.array([np.flatnonzero(row)[i] for row, i in zip(allowed, k)], np.int64)
     actions = np.where(explore, random_action, greedy).astype(np.int64)
-    p = epsilon / n_actions + np.where(actions == greedy, 1.0 - epsilon, 0.0)
+    p = epsilon / choices + np.where(actions == greedy, 1.0 - epsilon, 0.0)
     return actions, np.log(p).astype(np.float32)

@@ -1,6 +1,7 @@
 """PQN, added through the plug-in point alone: its ε-greedy kernel against a reference, its ε schedule, its Q(λ)
 targets against the recursion of the paper, and what it inherits from the engine (bit-identical runs across
 layouts, exact resume, its metrics); CartPole to 475 is tests/test_learning.py's, in the slow tier."""
+
 import hashlib
 import json
 import math
@@ -12,10 +13,11 @@ import torch
 import fastrl
 from csrc_free_kernels.epsilon_greedy import epsilon_greedy, epsilon_greedy_reference, epsilon_greedy_rows_kernel
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
-from fastrl.algos.pqn import PQN, PQNOptions, epsilon_at, q_network
+from fastrl.algos.pqn import PQN, EpsilonGreedy, PQNOptions, epsilon_at, q_network
 from fastrl.algos.schedules import FrameClock
 from fastrl.buffers.device_storage import Uploads
 from fastrl.config import load_config
+from fastrl.envs.actions import ActionSpec
 from fastrl.runs.checkpoint import load_checkpoint
 
 QUICK = ["run.progress=false", "run.tensorboard=false", "run.target_return=inf"]
@@ -45,11 +47,53 @@ def test_exploring_rows_spread_over_every_action_and_rows_do_not_see_each_other(
     actions, _ = epsilon_greedy(q, u, 1.0)
     counts = np.bincount(actions, minlength=4)
     assert counts.min() > 900  # u / ε spread evenly over the actions
-    rows, action, logp, value, stamp = np.arange(4000)[::-1].copy(), *(np.zeros(4000, t) for t in
-                                                                        (np.int64, np.float32, np.float32, np.int64))
+    rows, action, logp, value, stamp = (
+        np.arange(4000)[::-1].copy(),
+        *(np.zeros(4000, t) for t in (np.int64, np.float32, np.float32, np.int64)),
+    )
     epsilon_greedy_rows_kernel(q, 1.0, 7, rows, u[::-1].copy(), action, logp, value, stamp)
     np.testing.assert_array_equal(action[::-1], actions)  # the same u, any order: the same action
     assert (stamp == 7).all() and (value == 0.0).all()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("epsilon", [0.05, 1.0])
+def test_exploring_rows_pick_only_allowed_actions_under_an_action_mask(epsilon):
+    from fastrl.models.action_mask import MASKED_LOGIT
+
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((3000, 5)).astype(np.float32)
+    q[:, [0, 2]] = MASKED_LOGIT  # allowed: 1, 3, 4
+    q[:7] = MASKED_LOGIT  # rows whose mask allows nothing: every action, as the categorical sampler
+    u = rng.random(3000)
+    actions, logp = epsilon_greedy(q, u, epsilon)
+    want_actions, want_logp = epsilon_greedy_reference(q, u, epsilon)
+    np.testing.assert_array_equal(actions, want_actions)
+    np.testing.assert_allclose(logp, want_logp, rtol=1e-6)
+    assert set(actions[7:].tolist()) <= {1, 3, 4}
+    if epsilon == 1.0:  # ε spread evenly over the 3 allowed, and over all 5 where none is
+        assert np.bincount(actions[7:], minlength=5)[[1, 3, 4]].min() > 900
+        np.testing.assert_allclose(np.exp(logp[7:]), 1 / 3, rtol=1e-6)
+        np.testing.assert_allclose(np.exp(logp[:7]), 1 / 5, rtol=1e-6)
+    unmasked = rng.standard_normal((500, 5)).astype(np.float32)  # no mask: action ⌊u/ε·A⌋ as before
+    explored = u[:500] < epsilon
+    assert (
+        epsilon_greedy(unmasked, u[:500], epsilon)[0][explored]
+        == np.minimum((u[:500] / epsilon * 5).astype(int), 4)[explored]
+    ).all()
+
+
+@pytest.mark.unit
+def test_the_evaluation_policy_gives_a_masked_action_probability_zero():
+    from fastrl.models.action_mask import MASKED_LOGIT
+
+    sampler = EpsilonGreedy(ActionSpec.discrete(4), PQNOptions(epsilon_final=0.2), clock=None)
+    head = torch.tensor([[0.5, MASKED_LOGIT, 2.0, MASKED_LOGIT], [0.1, 0.2, 0.3, 0.4]])
+    logp, entropy = sampler.log_prob_entropy(head, torch.tensor([0, 3]))
+    assert logp[0].exp().item() == pytest.approx(0.1) and logp[1].exp().item() == pytest.approx(0.85)
+    masked_probs = torch.tensor([0.1, 0.0, 0.9, 0.0])
+    want = -(masked_probs[[0, 2]] * masked_probs[[0, 2]].log()).sum()
+    assert entropy[0].item() == pytest.approx(want.item()) and torch.isfinite(entropy).all()
 
 
 @pytest.mark.unit
@@ -70,8 +114,7 @@ def _rule(q_lambda: float, gamma: float = 0.9) -> PQN:
     config = load_config(None, ["algo.name='pqn'", f"algo.gamma={gamma}", "algo.epochs=1", "algo.minibatches=1"])
     torch.manual_seed(0)
     model = q_network((3,), 2, hidden=(8,))
-    return PQN(model, config.algo, torch.device("cpu"), lambda *a: 0.0, 0, lag=0,
-               options=PQNOptions(q_lambda=q_lambda))
+    return PQN(model, config.algo, torch.device("cpu"), lambda *a: 0.0, 0, lag=0, options=PQNOptions(q_lambda=q_lambda))
 
 
 @pytest.mark.unit
@@ -127,8 +170,11 @@ def test_pqn_is_bit_identical_across_layouts_and_reports_its_metrics(tmp_path):
     for executors, actors, inline in ((1, 1, "false"), (2, 2, "false"), (2, 2, "true")):
         run_dir = tmp_path / f"{executors}x{actors}{inline}"
         layout = [f"engine.executors={executors}", f"engine.actors={actors}", f"engine.inline_actors={inline}"]
-        summary = fastrl.train("configs/cartpole_pqn.toml", [*QUICK, "run.total_frames=4096", *layout,
-                                                              "engine.step_delay_s=0.001"], run_dir=run_dir)
+        summary = fastrl.train(
+            "configs/cartpole_pqn.toml",
+            [*QUICK, "run.total_frames=4096", *layout, "engine.step_delay_s=0.001"],
+            run_dir=run_dir,
+        )
         assert summary["status"] == "complete"
         digests.append(_digest(run_dir))
     assert len(set(digests)) == 1

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from csrc_free_kernels.epsilon_greedy import epsilon_greedy, epsilon_greedy_rows_kernel
+from csrc_free_kernels.epsilon_greedy import MASKED_BELOW, epsilon_greedy, epsilon_greedy_rows_kernel
 from fastrl.algos import minibatches
 from fastrl.algos.advantages import returns_and_advantages
 from fastrl.algos.schedules import FrameClock
@@ -86,12 +86,16 @@ class EpsilonGreedy(ActionDistribution):
         return head.argmax(-1)
 
     def log_prob_entropy(self, head, actions):
-        """Of the final ε-greedy policy (evaluation's): greedy gets 1 − ε + ε/A, every other action ε/A."""
-        n, epsilon = head.shape[-1], self.options.epsilon_final
-        probs = torch.full_like(head, epsilon / n).scatter_add(
+        """Of the final ε-greedy policy (evaluation's): greedy gets 1 − ε + ε/K, every other allowed action ε/K
+        (K allowed by the action mask; all A without one), a masked one 0."""
+        epsilon = self.options.epsilon_final
+        allowed = head > MASKED_BELOW
+        allowed = allowed | ~allowed.any(-1, keepdim=True)  # a mask that allows nothing: every action
+        spread = epsilon / allowed.sum(-1, keepdim=True).to(head.dtype)
+        probs = torch.where(allowed, spread, 0.0).scatter_add(
             -1, head.argmax(-1, keepdim=True), torch.full_like(head[..., :1], 1.0 - epsilon)
         )
-        logs = probs.log()
+        logs = probs.clamp_min(torch.finfo(probs.dtype).tiny).log()  # 0 log 0 = 0 for a masked action
         return logs.gather(-1, actions.unsqueeze(-1)).squeeze(-1), -(probs * logs).sum(-1)
 
 
