@@ -8,20 +8,30 @@ MultiDiscrete([3, 2]) action space with a mask of 3 + 2 columns, each dimension 
 ``first_masked``: action 0 is never allowed (an illegal move from the start, as in a turn-based game).
 Env ids ``tests.helpers.masked_env:masked``, ``...:masked_box`` and ``...:first_masked``.
 """
+
 import gymnasium as gym
 import numpy as np
 
 
 class MaskedEnv(gym.Env):
-    def __init__(self, n: int = 4, multi: bool = False, zero_at: int = -1, length: int = 10, box_mask: bool = False,
-                 extra_columns: int = 0, first_masked: bool = False):
+    def __init__(
+        self,
+        n: int = 4,
+        multi: bool = False,
+        zero_at: int = -1,
+        length: int = 10,
+        box_mask: bool = False,
+        extra_columns: int = 0,
+        first_masked: bool = False,
+    ):
         self.nvec = [3, 2] if multi else [n]
         self.extra = extra_columns  # a mask wider than the action space (refused)
         columns = sum(self.nvec) + extra_columns
         self.action_space = gym.spaces.MultiDiscrete(self.nvec) if multi else gym.spaces.Discrete(n)
         mask_space = gym.spaces.Box(0, 1, (columns,), np.float32) if box_mask else gym.spaces.MultiBinary(columns)
-        self.observation_space = gym.spaces.Dict({"obs": gym.spaces.Box(0.0, 1.0, (2,), np.float32),
-                                                  "action_mask": mask_space})
+        self.observation_space = gym.spaces.Dict(
+            {"obs": gym.spaces.Box(0.0, 1.0, (2,), np.float32), "action_mask": mask_space}
+        )
         self.multi, self.zero_at, self.length, self.box_mask = multi, zero_at, length, box_mask
         self.first_masked = first_masked
         self.t, self.mask, self.target = 0, None, None
@@ -59,8 +69,9 @@ class MaskedEnv(gym.Env):
         return self._observe(), reward, self.t >= self.length, False, {}
 
 
-def masked(n: int = 4, multi: bool = False, zero_at: int = -1, box_mask: bool = False,
-           extra_columns: int = 0) -> MaskedEnv:
+def masked(
+    n: int = 4, multi: bool = False, zero_at: int = -1, box_mask: bool = False, extra_columns: int = 0
+) -> MaskedEnv:
     return MaskedEnv(n, multi, zero_at, box_mask=box_mask, extra_columns=extra_columns)
 
 
@@ -73,8 +84,9 @@ class MaskedBox(gym.Env):
 
     def __init__(self):
         self.action_space = gym.spaces.Box(-1, 1, (2,), np.float32)
-        self.observation_space = gym.spaces.Dict({"obs": gym.spaces.Box(0, 1, (2,), np.float32),
-                                                  "action_mask": gym.spaces.MultiBinary(2)})
+        self.observation_space = gym.spaces.Dict(
+            {"obs": gym.spaces.Box(0, 1, (2,), np.float32), "action_mask": gym.spaces.MultiBinary(2)}
+        )
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -86,3 +98,43 @@ class MaskedBox(gym.Env):
 
 def masked_box() -> MaskedBox:
     return MaskedBox()
+
+
+class MaskedBandit(gym.Env):
+    """A contextual bandit behind an action mask: ``obs`` is the one-hot of the rewarded action, ``action_mask``
+    allows it and one other of ``n`` actions, a masked action raises, 1 for the rewarded action, ``length`` steps
+    an episode. A policy that reads ``obs`` earns ``length`` an episode; a uniform choice within the mask half.
+    ``masked=False``: its unmasked twin, every action allowed (the same rows)."""
+
+    def __init__(self, n: int = 5, length: int = 20, masked: bool = True):
+        self.n, self.length, self.masked = n, length, masked
+        self.action_space = gym.spaces.Discrete(n)
+        self.observation_space = gym.spaces.Dict(
+            {"obs": gym.spaces.Box(0.0, 1.0, (n,), np.float32), "action_mask": gym.spaces.MultiBinary(n)}
+        )
+        self.t, self.target, self.mask = 0, 0, None
+
+    def _observe(self) -> dict:
+        self.target, other = self.np_random.choice(self.n, 2, replace=False)
+        self.mask = np.zeros(self.n, np.int8)
+        self.mask[[self.target, other] if self.masked else slice(None)] = 1
+        obs = np.zeros(self.n, np.float32)
+        obs[self.target] = 1.0
+        return {"obs": obs, "action_mask": self.mask.copy()}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        action = int(action)
+        if not self.mask[action]:
+            raise RuntimeError(f"masked action {action} taken (mask {self.mask.tolist()})")
+        reward = float(action == self.target)
+        self.t += 1
+        return self._observe(), reward, self.t >= self.length, False, {}
+
+
+def bandit(n: int = 5, length: int = 20, masked: bool = True) -> MaskedBandit:
+    return MaskedBandit(n, length, masked)
