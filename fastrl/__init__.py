@@ -1,7 +1,7 @@
 """fastrl: a shared-memory, single-workstation, high-throughput deep-RL engine."""
 
 from fastrl.algos.registry import Algorithm, register_algorithm
-from fastrl.api import export_policy, load_policy, train
+from fastrl.api import export_policy, load_policy, shutdown, train
 from fastrl.config import Config, ConfigError, load_config
 from fastrl.errors import FastrlError
 from fastrl.evaluation import evaluate
@@ -21,6 +21,7 @@ __all__ = [
     "load_policy",
     "plot_runs",
     "register_algorithm",
+    "shutdown",
     "train",
 ]
 try:  # the version is pyproject.toml's, written once

@@ -19,6 +19,15 @@ EXIT_BAD_INPUT = 2
 
 
 def _train(args: argparse.Namespace) -> int:
+    from fastrl.api import shutdown
+
+    try:
+        return _run_training(args)
+    finally:  # the command returns only once every process it started is gone and reaped
+        shutdown()
+
+
+def _run_training(args: argparse.Namespace) -> int:
     from fastrl.api import train
     from fastrl.process.faults import RunFailed, RunInterrupted, describe_exception
 

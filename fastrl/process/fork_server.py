@@ -17,12 +17,15 @@ preloaded libraries read from the environment at import; fastrl sets each worker
 
 The server's parent is the main process, and it exits when the main process does (even by SIGKILL: it
 reads a pipe the main process holds), so a worker's ``die_with_parent`` still ends it when the run's main
-process dies. Where there is no fork server (Windows), or with ``engine.start_method = "spawn"``, workers
-are spawned.
+process dies. A process does not leave it behind: ``stop_fork_server`` ends and reaps it (and
+multiprocessing's resource tracker) before ``fastrl train`` returns and at the interpreter's exit, so a
+script, a scheduler or the next run sees nothing of the finished one in the process table. Where there is
+no fork server (Windows), or with ``engine.start_method = "spawn"``, workers are spawned.
 """
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 from multiprocessing.context import ForkServerContext, SpawnContext
@@ -62,10 +65,32 @@ def worker_context(start_method: str = "forkserver") -> ForkServerContext | Spaw
 def start_fork_server(start_method: str = "forkserver") -> None:
     """Start the server now, so that its imports (~3 s of CPU) run beside the main process's checks and
     planning rather than after them; a no-op once it runs, or where workers are spawned."""
+    global _stop_registered
     if worker_context(start_method).get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+        if not _stop_registered:
+            atexit.register(stop_fork_server)
+            _stop_registered = True
+
+
+_stop_registered = False
+
+
+def stop_fork_server() -> None:
+    """End the processes a run keeps for the next one, and reap them: the fork server (which leaves at once,
+    ``server_signals``) and multiprocessing's resource tracker, both children of this process. Each would
+    otherwise outlive the process's exit by ~1.5 s and stay a zombie under an init that does not reap. The
+    next run starts them again. ``fastrl.shutdown()``; the command runs it before it returns."""
+    from multiprocessing import forkserver, resource_tracker
+
+    if mp.parent_process() is not None:  # a worker: the server and tracker are its parent's
+        return
+    for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
+        stop = getattr(helper, "_stop", None)  # private: the only way to close its pipe and wait for it
+        if stop is not None:
+            stop()
 
 
 def release_server() -> None:

@@ -1,4 +1,5 @@
 """What the engine tests share: a small CartPole run's settings, and checks that a run left nothing behind."""
+
 import multiprocessing
 import os
 import time
@@ -34,10 +35,10 @@ def live_children() -> list[int]:
 
 def fork_servers() -> list[int]:
     """This process's multiprocessing fork servers (fastrl.process.fork_server), alive."""
-    return [pid for pid in _children(os.getpid()) if b"multiprocessing.forkserver" in _cmdline(pid)]
+    return [pid for pid in _children(os.getpid()) if b"multiprocessing.forkserver" in cmdline(pid)]
 
 
-def _cmdline(pid: int) -> bytes:
+def cmdline(pid: int) -> bytes:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return f.read()
@@ -48,7 +49,7 @@ def _cmdline(pid: int) -> bytes:
 def _is_fastrl_worker(pid: int) -> bool:
     # the arguments only: the interpreter's own path may name anything (a virtual environment in a folder called
     # fastrl, say); multiprocessing's helpers (the resource tracker) are not run workers
-    args = b" ".join(_cmdline(pid).split(b"\0")[1:])
+    args = b" ".join(cmdline(pid).split(b"\0")[1:])
     if b"multiprocessing.resource_tracker" in args:
         return False
     return b"multiprocessing.spawn" in args or b"fastrl" in args
@@ -62,8 +63,14 @@ def own_segments() -> list[str]:
 # The keys these tests were written against when the schema's defaults were HTS-RL's A2C (they are now the
 # default job's: PPO at Atari settings); a test that wants PPO or normalisation says so after them.
 A2C_DEFAULTS = [
-    "engine.micro_batch=16", "algo.name='a2c'", "algo.lr=7e-4", "algo.optimizer='rmsprop'",
-    "algo.lr_schedule='constant'", "algo.clip=0.2", "algo.value_clip=0.0", "algo.normalize_returns=false",
+    "engine.micro_batch=16",
+    "algo.name='a2c'",
+    "algo.lr=7e-4",
+    "algo.optimizer='rmsprop'",
+    "algo.lr_schedule='constant'",
+    "algo.clip=0.2",
+    "algo.value_clip=0.0",
+    "algo.normalize_returns=false",
     "model.normalize_obs=false",
 ]
 
