@@ -1,5 +1,6 @@
 """docs/extending.md's recipes run as written, from a folder outside the package: their code blocks are copied
 there and trained with, as a user would (``fastrl train RECIPE.toml`` in that folder)."""
+
 import copy
 import hashlib
 import importlib.util
@@ -39,9 +40,14 @@ def _train(folder: Path, config: str, name: str, *overrides: str, timeout: float
     """``fastrl train CONFIG`` in ``folder``, as a user types it (the package's own folder is not the cwd)."""
     run_dir = folder / "runs" / name
     sets = [arg for o in ("run.progress=false", "run.tensorboard=false", *overrides) for arg in ("--set", o)]
-    done = subprocess.run([sys.executable, "-m", "fastrl", "train", f"{config}.toml", "--run-dir", str(run_dir), *sets],
-                          cwd=folder, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": ""})
+    done = subprocess.run(
+        [sys.executable, "-m", "fastrl", "train", f"{config}.toml", "--run-dir", str(run_dir), *sets],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), run_dir
 
@@ -61,8 +67,15 @@ def test_the_algorithm_recipe_trains_reports_its_metric_and_keeps_the_engines_de
     assert summary["status"] == "complete" and summary["frames"] == 4096
     lines = [json.loads(line) for line in (one / "metrics.jsonl").read_text().splitlines()]
     assert "advantage_std" in lines[-1] and lines[-1]["advantage_std"] > 0
-    _, two = _train(recipes, "my_vpg", "two", "run.total_frames=4096", "engine.executors=2", "engine.actors=2",
-                    "engine.step_delay_s=0.001")
+    _, two = _train(
+        recipes,
+        "my_vpg",
+        "two",
+        "run.total_frames=4096",
+        "engine.executors=2",
+        "engine.actors=2",
+        "engine.step_delay_s=0.001",
+    )
     assert _digest(one) == _digest(two)  # inherited: bit-identical across layouts
 
 
@@ -108,8 +121,14 @@ def test_the_algorithm_recipes_returns_bootstrap_each_time_limit_as_numpy_does(r
 
     module_call = module.returns_and_advantages
     monkeypatch.setattr(module, "returns_and_advantages", recorded)
-    overrides = ["engine.serial=true", CUT, "engine.rollout=32", "run.total_frames=1024", "run.progress=false",
-                 "run.tensorboard=false"]  # 4 storages of 32 steps: time limits in each
+    overrides = [
+        "engine.serial=true",
+        CUT,
+        "engine.rollout=32",
+        "run.total_frames=1024",
+        "run.progress=false",
+        "run.tensorboard=false",
+    ]  # 4 storages of 32 steps: time limits in each
     summary = fastrl.train(str(recipes / "my_vpg.toml"), overrides, run_dir=recipes / "runs" / "serial")
     learned = [call for call in calls if call[1]["done"].any()]  # not the warm-up's zero storage
     assert summary["status"] == "complete" and len(learned) == summary["updates"] == 4
@@ -139,8 +158,9 @@ def test_the_env_backend_recipe_writes_its_rows_learns_and_resumes(recipes):
     _train(recipes, "my_corridor", "whole", "run.total_frames=1024", "run.target_return=inf")
     _, half = _train(recipes, "my_corridor", "half", "run.total_frames=512", "run.target_return=inf")
     resume = ["--resume", str(half), "--set", "run.total_frames=1024", "--set", "run.progress=false"]
-    done = subprocess.run([sys.executable, "-m", "fastrl", "train", *resume], cwd=recipes, capture_output=True,
-                          text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-m", "fastrl", "train", *resume], cwd=recipes, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert _digest(half) == _digest(recipes / "runs" / "whole")  # its get_state/set_state: an exact resume
 
@@ -148,8 +168,13 @@ def test_the_env_backend_recipe_writes_its_rows_learns_and_resumes(recipes):
 def test_a_factory_returning_half_an_adapter_is_named_before_anything_starts(recipes):
     source = (recipes / "my_corridor.py").read_text().replace("    def probe(self", "    def _probe(self")
     (recipes / "my_corridor.py").write_text(source)
-    done = subprocess.run([sys.executable, "-m", "fastrl", "train", "my_corridor.toml"], cwd=recipes,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "fastrl", "train", "my_corridor.toml"],
+        cwd=recipes,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "neither a gymnasium.Env nor an env adapter: it lacks method probe()" in done.stderr
 
@@ -163,15 +188,58 @@ def test_the_model_recipe_trains(recipes):
 @pytest.mark.timeout(1800)
 def test_the_model_recipe_solves_cartpole_through_its_time_limit(recipes):
     """The recipe's model learns CartPole until nearly every episode is cut at its 500-step limit."""
-    summary, _ = _train(recipes, "my_model", "solve", "run.total_frames=1_000_000", "run.target_return=475",
-                        "run.return_window=100", timeout=1500)
+    summary, _ = _train(
+        recipes,
+        "my_model",
+        "solve",
+        "run.total_frames=1_000_000",
+        "run.target_return=475",
+        "run.return_window=100",
+        timeout=1500,
+    )
     assert summary["status"] == "complete" and summary["final_return_mean"] >= 475
 
 
 def test_a_recipe_module_that_is_not_importable_is_refused_before_anything_starts(recipes):
     (recipes / "my_vpg.py").unlink()
-    done = subprocess.run([sys.executable, "-m", "fastrl", "train", "my_vpg.toml"], cwd=recipes, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "fastrl", "train", "my_vpg.toml"],
+        cwd=recipes,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "fastrl: bad config: algo.name = 'my_vpg:VPG': cannot import 'my_vpg'" in done.stderr
     assert not (recipes / "runs").exists()  # no run directory was made
+
+
+def test_a_rule_reporting_a_metric_its_registration_does_not_name_is_stopped_at_warm_up(recipes):
+    """The recipe's registration without its metric: the warm-up's trial of the rule finds it before any env
+    steps, the run ends as a fault (exit 1) with the metric named and nothing learned or left behind."""
+    module = recipes / "my_vpg.py"
+    module.write_text(module.read_text().replace('metrics=("advantage_std",),', "metrics=(),"))
+    run_dir = recipes / "runs" / "unnamed"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fastrl",
+            "train",
+            "my_vpg.toml",
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            "run.progress=false",
+        ],
+        cwd=recipes,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "reported the metric 'advantage_std', which its registration does not name" in done.stderr
+    assert "found at warm-up, before the run started" in done.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["frames"] == 0 and summary.get("updates", 0) == 0, summary

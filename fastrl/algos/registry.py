@@ -255,3 +255,11 @@ register_algorithm(
         agent_rows=True,  # it learns nothing, so any env's rows will do (fastrl bench two-player samples so)
     )
 )
+
+BUILT_IN = frozenset(_REGISTRY)  # the algorithms above; any other is a plug-in
+
+
+def is_built_in(name: str) -> bool:
+    """Whether ``algo.name`` is one of fastrl's own algorithms (any other's rule is checked at warm-up:
+    ``fastrl.learning.rule_contract``)."""
+    return name in BUILT_IN

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from fastrl.algos.registry import load_algorithm, metric_keys
+from fastrl.algos.registry import is_built_in, load_algorithm, metric_keys
 from fastrl.algos.update_rule import Update
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Flag, Stat
@@ -43,6 +43,7 @@ from fastrl.devices import configure_cuda, process_device
 from fastrl.errors import NonFiniteError
 from fastrl.learning.checkpointing import Checkpointing
 from fastrl.learning.extensions import PeerFinished, extensions_for
+from fastrl.learning.rule_contract import check_rule_contract
 from fastrl.learning.trainer_assembly import TrainerAssembly
 from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.policy import build_policy
@@ -123,7 +124,10 @@ class Learner(TrainerAssembly, Checkpointing):
         rows = len(self.owned)
         for extension in self.extensions:
             rows = extension.rows_learned(rows)
-        self.rule.warm_up(self.uploads.of(self._zero_storage(rows)))
+        zeros = self.uploads.of(self._zero_storage(rows))
+        self.rule.warm_up(zeros)
+        if not is_built_in(self.algo.name):  # its contract held before anything starts, not at its first update
+            check_rule_contract(self.rule, zeros, self._column, self.algo.name)
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
         # room for the state a full disk would leave unsaved; x3: the optimizer's moments come with the first step
