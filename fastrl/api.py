@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from fastrl.config import DEFAULT_JOB, Config, ConfigError, apply_overrides, config_from_dict, load_config
+from fastrl.process.machine_limits import check_import_floor
 from fastrl.runs.run_dir import RunDir, default_run_dir, new_run_dir
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ def train(
         resume, config, run_dir = run_dir, None, None
     resumed = _prepare_resume(resume, config, run_dir, overrides) if resume is not None else None
     config = resumed.config if resumed else resolve_config(config, overrides)
+    check_import_floor()  # before torch: under a tight ulimit -v its import dies of a MemoryError or SIGSEGV
     # imported once the config parsed: they bring in torch (~2 s), which a refused key should not wait for
     from fastrl.process.fork_server import start_fork_server
     from fastrl.process.run_plan import plan_run

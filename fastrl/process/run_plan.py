@@ -15,6 +15,7 @@ from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo, probe_env
 from fastrl.layer_plans import plan_layers
 from fastrl.modes import mode_of
+from fastrl.process.machine_limits import check_address_space, check_cgroup_memory
 from fastrl.spec import WorkerIds
 from fastrl.telemetry.sinks import check_sinks
 
@@ -113,8 +114,11 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
         needs.pool,
         needs.opponents,
     )
+    nbytes = plan.layout().nbytes
     try:
-        check_space(plan.layout().nbytes)
+        check_space(nbytes)
     except ShmSpaceError as exc:
         raise ConfigError(str(exc)) from None
+    check_address_space(nbytes)
+    check_cgroup_memory(nbytes, processes=WorkerIds.of(config).total + 2)  # + the main process and fork server
     return RunPlan(plan, info, config)

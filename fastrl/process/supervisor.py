@@ -42,6 +42,7 @@ from fastrl.process.faults import (
 from fastrl.process.fork_server import worker_context
 from fastrl.process.last_checkpoint import ensure_checkpoint
 from fastrl.process.lifeline import stop_processes
+from fastrl.process.machine_limits import death_note
 from fastrl.process.run_plan import RunPlan
 from fastrl.process.signals import SignalGuard
 from fastrl.process.watchdog import stale_worker, stall_fault
@@ -361,6 +362,8 @@ def _death(p: BaseProcess) -> Fault:
             f" (shared memory ran out: {SHM_DIR} has {shm_free_bytes() / 2**20:.0f} MiB free now; fastrl cleanup frees "
             "what killed runs left there)"
         )
+    if code == -signal.SIGKILL:  # reported nothing: the OOM killer's signature, under a cgroup limit
+        how += death_note()
     return Fault(
         f"{p.name} (pid {p.pid}) {how} without reporting an error; the queues it used may be wedged, "
         "so the run was ended rather than waiting on them",

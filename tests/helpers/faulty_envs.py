@@ -5,6 +5,7 @@ its creation, so the start-up probe in the main process, one step, never reaches
 """
 import os
 import re
+import signal
 import threading
 import time
 
@@ -39,6 +40,8 @@ class FaultyCartPole(gym.Wrapper):
             raise RuntimeError(f"step {self.steps} failed on purpose")
         if self.fault == "hang":
             time.sleep(3600)
+        if self.fault == "sigkill":  # what the OOM killer does to a process of a cgroup at its memory limit
+            os.kill(os.getpid(), signal.SIGKILL)
         if self.fault == "spin_in_c":  # C code holding the GIL: no Python signal handler runs until it returns
             re.match(r"(a+)+$", "a" * 64 + "b")  # catastrophic backtracking: 2^64 steps
         if self.fault == "nan_obs":
