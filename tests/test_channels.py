@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from fastrl.config import load_config
 from fastrl.sampling.channels import (
     _int_dumps,
     _int_loads,
@@ -51,3 +52,23 @@ def test_rollout_done_round_trip():
 def test_int_queue_bytes_round_trip():
     for message in (0, 1, -1, 2**40, -(2**40), encode_go(123, 1, 2)):
         assert _int_loads(_int_dumps(message)) == message
+
+
+def test_a_queue_holds_two_rollouts_of_messages_from_the_most_envs_a_run_may_have():
+    """engine.envs' bound (fastrl.schema.engine.MAX_ENVS) rests on the queues' measured room."""
+    import queue
+
+    from fastrl.sampling.channels import int_queue
+    from fastrl.schema.engine import MAX_ENVS, QUEUE_MESSAGES
+
+    q = int_queue()
+    held = 0
+    try:
+        while True:
+            q.put_many_nowait(list(range(held, held + 1024)))
+            held += 1024
+    except queue.Full:
+        pass
+    assert held == QUEUE_MESSAGES == 2 * MAX_ENVS
+    with pytest.raises(Exception, match=f"engine.envs = {MAX_ENVS + 1}: must be <= {MAX_ENVS}"):
+        load_config(None, [f"engine.envs={MAX_ENVS + 1}"])

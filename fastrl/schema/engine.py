@@ -13,6 +13,10 @@ from fastrl.tables import documented_field as _f
 
 # engine.mode's values, each carried out by its module of fastrl.modes (``fastrl.modes.MODES``)
 MODE_NAMES = ("sync", "hts", "async", "gala")
+# the int queues between processes hold 2**18 messages (4 MiB of 16-byte records, measured); an env may have two
+# rollouts' "done" in flight (run-ahead), so 2**17 envs fill one at the worst (fastrl.sampling.channels)
+QUEUE_MESSAGES = 1 << 18
+MAX_ENVS = QUEUE_MESSAGES // 2
 # gala.base's values: the barrier modes a gala agent runs on its envs (``fastrl.modes.gala.BASES``)
 GALA_BASES = ("sync", "hts")
 
@@ -41,7 +45,13 @@ class EngineConfig:
         "'gala' (engine.learners agents, each sync or hts on its share of the envs, gossiping parameters)",
         choices=MODE_NAMES,
     )
-    envs: int = _f(16, "total number of environments", min=1, max=1 << 20)
+    envs: int = _f(
+        16,
+        "total number of environments (at most 131072: every env may have two rollouts' messages in a queue "
+        "between processes, which holds 262144; fastrl.sampling.channels)",
+        min=1,
+        max=MAX_ENVS,
+    )
     executors: int | str = _f(
         AUTO,
         "processes that step the envs (envs are split evenly); 'auto': from the cores and GPU present "
