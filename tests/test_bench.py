@@ -196,3 +196,47 @@ def test_startup_bench_refuses_bad_input_before_any_run(capsys, options, message
 
     assert cli_main(["bench", "startup", "configs/cartpole_ppo.toml", *options]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_the_soaks_memory_slope_is_least_squares_per_role_after_the_settling_time():
+    from fastrl.bench.soak import _phase_summary
+
+    rows = [{"t_s": 60.0 * m, "roles": {"learner-0": {"rss_mib": 300 + 2 * m, "fds": 25},
+                                        "main": {"rss_mib": 400.0, "fds": 33 + (m > 5)}},
+             "segments": 1, "segment_mib": 69.2} for m in range(11)]
+    rows[0]["roles"]["learner-0"]["rss_mib"] = 100  # the settling minute: left out of the slope
+    summary = _phase_summary(rows, settle_t=60.0, exit_code=None)
+    assert summary["settled_samples"] == 10
+    assert summary["roles"]["learner-0"]["rss_slope_mib_per_h"] == pytest.approx(120.0)  # 2 MiB a minute
+    assert summary["roles"]["main"]["rss_slope_mib_per_h"] == 0.0
+    assert (summary["roles"]["main"]["fds_min"], summary["roles"]["main"]["fds_max"]) == (33, 34)
+    assert summary["segments"] == [1] and summary["segment_mib"] == [69.2]
+
+
+def test_the_soak_refuses_bad_options_before_anything_starts(tmp_path, capsys):
+    from fastrl.cli import main as cli_main
+
+    assert cli_main(["bench", "soak", "--minutes", "0", "--out", str(tmp_path / "a")]) == 2
+    assert cli_main(["bench", "soak", "--set", "engine.envs=0", "--out", str(tmp_path / "b")]) == 2
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "x").write_text("")
+    assert cli_main(["bench", "soak", "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "--minutes" in err and "engine.envs = 0" in err and "is not empty" in err
+
+
+@pytest.mark.slow  # ~2 minutes: a soak of CartPole with its kill, its exactness copies and its resume
+@pytest.mark.timeout(900)
+def test_a_short_soak_kills_resumes_exactly_and_leaves_nothing(tmp_path, capsys):
+    from fastrl.cli import main as cli_main
+
+    code = cli_main(["bench", "soak", "cartpole_sync", "--minutes", "1.5", "--checkpoint-s", "10", "--sample-s", "3",
+                     "--plot-s", "20", "--settle-s", "5", "--seed", "0", "--out", str(tmp_path / "soak")])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0, result
+    assert result["exact"] and result["status"] == "ok" and not result["leftover_segments"]
+    assert result["plots"]["ok"] >= 1 and result["plots"]["failed"] == 0
+    for phase in ("first", "resumed"):
+        assert {"main", "fork-server", "learner-0", "executor-0"} <= set(result["phases"][phase]["roles"])
+    assert (tmp_path / "soak" / "memory.png").stat().st_size > 0
