@@ -40,16 +40,15 @@ def _train(folder: Path, config: str, name: str, *overrides: str, timeout: float
     """``fastrl train CONFIG`` in ``folder``, as a user types it (the package's own folder is not the cwd)."""
     run_dir = folder / "runs" / name
     sets = [arg for o in ("run.progress=false", "run.tensorboard=false", *overrides) for arg in ("--set", o)]
-    done = subprocess.run(
-        [sys.executable, "-m", "fastrl", "train", f"{config}.toml", "--run-dir", str(run_dir), *sets],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": ""},
-    )
+    done = _fastrl(folder, "train", f"{config}.toml", "--run-dir", str(run_dir), *sets, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), run_dir
+
+
+def _fastrl(folder: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """The ``fastrl`` command in ``folder`` with these arguments, as a user runs it there."""
+    return subprocess.run([sys.executable, "-m", "fastrl", *args], cwd=folder, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": ""})
 
 
 def _digest(run_dir: Path) -> str:
@@ -158,9 +157,7 @@ def test_the_env_backend_recipe_writes_its_rows_learns_and_resumes(recipes):
     _train(recipes, "my_corridor", "whole", "run.total_frames=1024", "run.target_return=inf")
     _, half = _train(recipes, "my_corridor", "half", "run.total_frames=512", "run.target_return=inf")
     resume = ["--resume", str(half), "--set", "run.total_frames=1024", "--set", "run.progress=false"]
-    done = subprocess.run(
-        [sys.executable, "-m", "fastrl", "train", *resume], cwd=recipes, capture_output=True, text=True, timeout=240
-    )
+    done = _fastrl(recipes, "train", *resume)
     assert done.returncode == 0, done.stderr[-3000:]
     assert _digest(half) == _digest(recipes / "runs" / "whole")  # its get_state/set_state: an exact resume
 
@@ -168,13 +165,7 @@ def test_the_env_backend_recipe_writes_its_rows_learns_and_resumes(recipes):
 def test_a_factory_returning_half_an_adapter_is_named_before_anything_starts(recipes):
     source = (recipes / "my_corridor.py").read_text().replace("    def probe(self", "    def _probe(self")
     (recipes / "my_corridor.py").write_text(source)
-    done = subprocess.run(
-        [sys.executable, "-m", "fastrl", "train", "my_corridor.toml"],
-        cwd=recipes,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _fastrl(recipes, "train", "my_corridor.toml")
     assert done.returncode == 2
     assert "neither a gymnasium.Env nor an env adapter: it lacks method probe()" in done.stderr
 
@@ -202,13 +193,7 @@ def test_the_model_recipe_solves_cartpole_through_its_time_limit(recipes):
 
 def test_a_recipe_module_that_is_not_importable_is_refused_before_anything_starts(recipes):
     (recipes / "my_vpg.py").unlink()
-    done = subprocess.run(
-        [sys.executable, "-m", "fastrl", "train", "my_vpg.toml"],
-        cwd=recipes,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _fastrl(recipes, "train", "my_vpg.toml")
     assert done.returncode == 2
     assert "fastrl: bad config: algo.name = 'my_vpg:VPG': cannot import 'my_vpg'" in done.stderr
     assert not (recipes / "runs").exists()  # no run directory was made
@@ -220,24 +205,7 @@ def test_a_rule_reporting_a_metric_its_registration_does_not_name_is_stopped_at_
     module = recipes / "my_vpg.py"
     module.write_text(module.read_text().replace('metrics=("advantage_std",),', "metrics=(),"))
     run_dir = recipes / "runs" / "unnamed"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fastrl",
-            "train",
-            "my_vpg.toml",
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            "run.progress=false",
-        ],
-        cwd=recipes,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "PYTHONPATH": ""},
-    )
+    done = _fastrl(recipes, "train", "my_vpg.toml", "--run-dir", str(run_dir), "--set", "run.progress=false")
     assert done.returncode == 1, done.stderr[-2000:]
     assert "reported the metric 'advantage_std', which its registration does not name" in done.stderr
     assert "found at warm-up, before the run started" in done.stderr

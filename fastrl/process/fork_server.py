@@ -65,17 +65,17 @@ def worker_context(start_method: str = "forkserver") -> ForkServerContext | Spaw
 def start_fork_server(start_method: str = "forkserver") -> None:
     """Start the server now, so that its imports (~3 s of CPU) run beside the main process's checks and
     planning rather than after them; a no-op once it runs, or where workers are spawned."""
-    global _stop_registered
+    global _owner
     if worker_context(start_method).get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
-        if not _stop_registered:
+        if _owner is None:
             atexit.register(stop_fork_server)
-            _stop_registered = True
+        _owner = os.getpid()
 
 
-_stop_registered = False
+_owner: int | None = None  # the process that started the server: only it may stop it
 
 
 def stop_fork_server() -> None:
@@ -85,7 +85,7 @@ def stop_fork_server() -> None:
     next run starts them again. ``fastrl.shutdown()``; the command runs it before it returns."""
     from multiprocessing import forkserver, resource_tracker
 
-    if mp.parent_process() is not None:  # a worker: the server and tracker are its parent's
+    if _owner != os.getpid():  # a worker, or a child of the process that started them: they are not its own
         return
     for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
         stop = getattr(helper, "_stop", None)  # private: the only way to close its pipe and wait for it
