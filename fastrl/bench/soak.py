@@ -9,9 +9,9 @@ draws the run as it runs. At a random time in the middle half of ``--minutes`` t
 SIGKILLed; the soak then resumes the run from the newest exact checkpoint for the rest of the time.
 
 Exactness: the run directory as the kill left it is set aside, and after the soak's time a copy of it is
-resumed from its second newest exact checkpoint up to the newest one's frames: its parameters must be those
-of the newest checkpoint bit for bit, which the run wrote without a stop (the engine's promise for ``sync``
-and ``hts``: a resumed run is the run that was never stopped).
+resumed from its second newest exact checkpoint, with a checkpoint due at the newest one's frames: that
+checkpoint must hold the newest one's parameters bit for bit, which the run wrote without a stop (the
+engine's promise for ``sync`` and ``hts``: a resumed run is the run that was never stopped).
 
 Memory: the slope of each role's RSS in MiB per hour, by least squares over each phase's samples after its
 first ``--settle-s`` (allocators and caches fill first), for the run before the kill and for the resumed
@@ -175,8 +175,10 @@ class Soak:
         raise RuntimeError(f"no exact checkpoint in {self.run_dir / 'checkpoints'}")
 
     def _verify(self) -> bool:
-        """The run as killed, resumed from its second newest exact checkpoint up to the newest one's frames, in a
-        copy of its own: the same parameters as the newest checkpoint, which the run wrote without a stop."""
+        """The run as killed, resumed from its second newest exact checkpoint in a copy of its own, with a
+        checkpoint due exactly at the newest one's frames: that checkpoint must hold the newest one's parameters,
+        which the run wrote without a stop. The run's own config is kept whole (its schedules read
+        ``run.total_frames``); the copy is stopped with SIGTERM once the checkpoint is written."""
         from fastrl.runs.checkpoint import load_checkpoint
 
         base = self.out / "as-killed"
@@ -188,9 +190,9 @@ class Soak:
         older, newer = exact[-2], exact[-1]
         target = self.out / "verify"
         shutil.copytree(base, target)
-        frames = int(load_checkpoint(newer)["frames"])
-        sets = [f"run.total_frames={frames}", "run.progress=false", "run.checkpoint_interval_s=inf"]
-        done = subprocess.run(
+        gap = int(load_checkpoint(newer)["frames"]) - int(load_checkpoint(older)["frames"])
+        sets = [f"run.checkpoint_interval_frames={gap}", "run.checkpoint_interval_s=inf", "run.progress=false"]
+        copy = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -200,14 +202,20 @@ class Soak:
                 str(target / "checkpoints" / older.name),
                 *[arg for s in sets for arg in ("--set", s)],
             ],
-            capture_output=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=3600,
+            start_new_session=True,
         )
-        if done.returncode != 0:
-            raise RuntimeError(f"the resumed copy failed: {done.stderr[-2000:]}")
-        same = _digest(target / "checkpoints" / "latest.pt") == _digest(newer)
-        self.verified = {"from": older.name, "to": newer.name, "frames": frames, "same_parameters": same}
+        written = target / "checkpoints" / newer.name
+        while not written.exists() and copy.poll() is None:
+            time.sleep(0.5)
+        copy.send_signal(signal.SIGTERM)
+        _, err = copy.communicate(timeout=600)
+        if not written.exists():
+            raise RuntimeError(f"the resumed copy ended (exit {copy.returncode}) before {newer.name}: {err[-2000:]}")
+        same = _digest(written) == _digest(newer)
+        self.verified = {"from": older.name, "to": newer.name, "frames_between": gap, "same_parameters": same}
         shutil.rmtree(target)
         shutil.rmtree(base)
         return same
@@ -307,6 +315,8 @@ def _phase_summary(rows: list[dict], settle_t: float, exit_code: int | None) -> 
             "rss_mib_first": rss[0],
             "rss_mib_last": rss[-1],
             "rss_slope_mib_per_h": round(_slope(hours, rss), 2),
+            # a step (a cache filled once) and a leak have the same overall slope; only a leak goes on climbing
+            "rss_slope_second_half_mib_per_h": round(_slope(hours[len(hours) // 2 :], rss[len(rss) // 2 :]), 2),
             "fds_min": min(fds),
             "fds_max": max(fds),
         }
