@@ -90,6 +90,7 @@ def test_an_address_space_limit_too_small_is_refused_before_anything_starts(tmp_
 
 
 @pytest.mark.engine
+@pytest.mark.slow  # two commands, one a whole run; the refusals above stay in the default run
 def test_the_advised_address_space_limit_runs(tmp_path):
     refused = _train_under_ulimit(tmp_path, 1_200_000)
     advised = int(refused.stderr.split("(ulimit -v ")[1].split(")")[0])

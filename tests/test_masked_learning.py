@@ -68,7 +68,7 @@ def test_impala_learns_the_masked_bandit(tmp_path):
     assert _score(tmp_path, "cartpole_impala", True, 50_000) >= 15
 
 
-@pytest.mark.parametrize("env", ["bandit", "masked"])
+@pytest.mark.parametrize("env", ["bandit", pytest.param("masked", marks=pytest.mark.slow)])
 def test_the_stored_behaviour_log_probs_are_the_learners_with_masks(tmp_path, monkeypatch, env):
     """sync: the learner's first forward of a rollout runs at the parameters the actors sampled it with, so the
     log-probs it computes for the stored actions are the stored ones, masked; unmasked they would differ."""
