@@ -108,6 +108,7 @@ def _states(proc: subprocess.Popen) -> list[str]:
     return out
 
 
+@pytest.mark.slow  # the default run checks the same table at once after SIGTERM (the same way out of the command)
 def test_the_command_returns_only_once_every_process_it_started_is_gone(tmp_path):
     """A script that starts the next run at once, a scheduler that counts the job done, a check for leftovers:
     each looks at the process table the moment ``fastrl train`` exits."""
