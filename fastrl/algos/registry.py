@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastrl.errors import ConfigError
-from fastrl.plugins import imported
+from fastrl.plugins import imported, resolved
 from fastrl.tables import build_section
 
 LAGS = {0: "sync", 1: "hts", None: "async"}  # the policy lag of each mode's data
@@ -55,18 +55,14 @@ class Algorithm:
     model: str | None = None  # what model.name = "auto" builds for it (e.g. a Q-network); None: the built-ins
 
     def options_class(self) -> type | None:
-        if isinstance(self.options, str):
-            return imported(self.options, f"algorithm {self.name!r}'s options")
-        return self.options
+        return resolved(self.options, f"algorithm {self.name!r}'s options")
 
     def sampler_factory(self) -> Callable[..., Any] | None:
-        if isinstance(self.sampler, str):
-            return imported(self.sampler, f"algorithm {self.name!r}'s sampler")
-        return self.sampler
+        return resolved(self.sampler, f"algorithm {self.name!r}'s sampler")
 
     def rule_class(self) -> Callable[..., Any]:
         """Its UpdateRule class or factory (imported on first use)."""
-        return imported(self.rule, f"algorithm {self.name!r}'s rule") if isinstance(self.rule, str) else self.rule
+        return resolved(self.rule, f"algorithm {self.name!r}'s rule")
 
 
 _REGISTRY: dict[str, Algorithm] = {}

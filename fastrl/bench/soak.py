@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from fastrl.config import ConfigError, load_config
+from fastrl.telemetry.memory import rss_mb
 
 MIB = 2**20
 
@@ -151,9 +152,9 @@ class Soak:
     def _sample(self, pids: dict[str, int]) -> dict:
         roles = {}
         for role, pid in pids.items():
-            rss, fds = _rss_and_fds(pid)
-            if rss is not None:
-                roles[role] = {"rss_mib": round(rss / MIB, 1), "fds": fds}
+            rss, fds = rss_mb(pid), _open_fds(pid)
+            if rss is not None and fds is not None:
+                roles[role] = {"rss_mib": round(rss, 1), "fds": fds}
         segments = _segments_of(pids["main"])
         return {"roles": roles, "segments": len(segments), "segment_mib": round(sum(segments.values()) / MIB, 1)}
 
@@ -272,16 +273,11 @@ def _fork_server_of(main: int) -> int | None:
     return None
 
 
-def _rss_and_fds(pid: int) -> tuple[int | None, int | None]:
+def _open_fds(pid: int) -> int | None:
     try:
-        rss = next(
-            int(line.split()[1]) * 1024
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-            if line.startswith("VmRSS:")
-        )
-        return rss, len(os.listdir(f"/proc/{pid}/fd"))
-    except (OSError, StopIteration, ValueError):
-        return None, None
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
 
 
 def _segments_of(main: int) -> dict[str, int]:

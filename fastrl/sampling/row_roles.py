@@ -29,7 +29,7 @@ import numpy as np
 
 from fastrl.errors import ConfigError
 from fastrl.layers import load_layers
-from fastrl.plugins import imported
+from fastrl.plugins import resolved
 
 if TYPE_CHECKING:  # annotations only: the executors never import torch for this
     import torch
@@ -66,10 +66,7 @@ class RowRolesKind:
     factory: Factory | str  # or "package.module:attr", imported when a run it applies to starts
 
     def build(self, spec, buffers, device) -> RowRoles:
-        factory = self.factory
-        if isinstance(factory, str):
-            factory = imported(factory, f"row roles {self.name!r}")
-        return factory(spec, buffers, device)
+        return resolved(self.factory, f"row roles {self.name!r}")(spec, buffers, device)
 
 
 _KINDS: dict[str, RowRolesKind] = {}
