@@ -107,6 +107,11 @@ def test_collect_only_with_a_random_policy_stops_on_time(tmp_path):
     assert summary["frames"] > 0 and summary["updates"] == 0
     assert 1.5 <= summary["train_s"] < 6
     assert sum(summary["time_split"].values()) == pytest.approx(1.0, abs=1e-3)
+    by_role = summary["time_split_by_role"]  # the idle learner's clock is not averaged into the executors'
+    assert {"executors", "learners"} <= set(by_role)
+    assert by_role["executors"]["env"] > summary["time_split"]["env"]
+    assert by_role["learners"]["env"] == 0.0
+    assert all(sum(split.values()) == pytest.approx(1.0, abs=1e-3) for split in by_role.values())
 
 
 @pytest.mark.slow  # Pong in processes; test_ale_vector and the layout tests keep Atari in the default tier

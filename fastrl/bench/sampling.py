@@ -62,6 +62,7 @@ def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[
         "frames_per_s": summary["fps"],
         "agent_steps_per_s": round(summary["fps"] / frame_skip, 1),
         "time_split": summary["time_split"],
+        "time_split_by_role": summary["time_split_by_role"],
     }
 
 

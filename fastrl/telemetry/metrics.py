@@ -179,11 +179,22 @@ class Telemetry:
         if self.progress and now - self.last_progress >= PROGRESS_INTERVAL_S:
             self._progress_line(now)
 
-    def _time_split(self, since: np.ndarray) -> dict[str, float]:
-        """Share of all workers' time spent on each kind of work since the ``since`` snapshot."""
-        delta = self.control.timing - since
+    def _time_split(self, since: np.ndarray, rows: slice = slice(None)) -> dict[str, float]:
+        """Share of the workers' time (``rows``: of one role's) spent on each kind of work since ``since``."""
+        delta = (self.control.timing - since)[rows]
         total = max(delta.sum(), 1e-9)
         return {clock.name.lower(): round(float(delta[:, clock].sum() / total), 4) for clock in Clock}
+
+    def _time_split_by_role(self, since: np.ndarray) -> dict[str, dict[str, float]]:
+        """The split of each role's workers apart: the whole run's averages a learner idle while the envs step
+        into the executors' clocks, so that executors busy all the time read as if they waited. A role whose
+        workers clocked nothing (actors inline in the executors clock as the executors) is left out."""
+        ids = self.ids
+        actors = ids.executors + ids.actors
+        roles = {"executors": slice(0, ids.executors), "actors": slice(ids.executors, actors)}
+        roles["learners"] = slice(actors, ids.total)
+        delta = self.control.timing - since
+        return {role: self._time_split(since, rows) for role, rows in roles.items() if delta[rows].sum() > 0}
 
     def _log_line(self, now: float) -> None:
         stats = self.control.learner_stats[0]
@@ -283,6 +294,7 @@ class Telemetry:
             "updates": int(self.control.learner_stats[:, Stat.UPDATES].sum()),
             "env_errors": self.control.env_errors(),
             "time_split": self._time_split(self.ready_timing),
+            "time_split_by_role": self._time_split_by_role(self.ready_timing),
             "rss_peak_mb": self._rss_peaks(),
             "env_id": self.config.env.id,
             "mode": self.config.engine.mode,
