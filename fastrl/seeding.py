@@ -6,6 +6,7 @@ import numpy as np
 
 ENV_STREAM = 1
 MODEL_STREAM = 2
+MADE_ENV_STREAM = 3
 
 
 def env_rng(seed: int, env_index: int, restart: int = 0) -> np.random.Generator:
@@ -16,6 +17,13 @@ def env_rng(seed: int, env_index: int, restart: int = 0) -> np.random.Generator:
     """
     entropy = [seed, ENV_STREAM, env_index] + ([restart] if restart else [])
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
+
+
+def made_env_seed(seed: int, env_index: int, restart: int = 0) -> int:
+    """The seed of an env that its backend seeds once, when it is made (envpool ignores ``reset(seed)``): from the
+    env's own (run seed, index, restart), apart from its reset stream; 31 bits, as envpool's ``env_seed`` takes."""
+    entropy = [seed, MADE_ENV_STREAM, env_index] + ([restart] if restart else [])
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0]) & 0x7FFFFFFF
 
 
 def model_seed(seed: int) -> int:

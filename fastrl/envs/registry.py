@@ -93,14 +93,17 @@ class EnvBackend:
     at once, adapters whose ``group`` (``fastrl.envs.base.EnvGroup``) the executor hands every member's action in
     one call; such envs advance in lockstep, so only the barrier modes (sync, hts) take them, unless
     ``group_is_one_env``: each group is one env's agents (a PettingZoo game), which step together in any mode.
+    ``seeded_when_made``: its envs take their seed once, when made (envpool ignores ``reset(seed)``): ``make_group``
+    is then called with ``seeds``, one per env from the env's own stream (``fastrl.seeding.made_env_seed``).
     ``auto = False``: asked only when ``env.backend`` names it, never by ``"auto"``."""
 
     name: str
     claims: Callable[[str], bool]  # whether an env id is this backend's
     make: Callable[[EnvConfig, int], EnvAdapter]  # (config, the env's global index) -> its adapter
     summary: str = ""
-    make_group: Callable[[EnvConfig, list[int]], list[EnvAdapter]] | None = None  # (config, global indices)
+    make_group: Callable[..., list[EnvAdapter]] | None = None  # (config, global indices[, seeds=...])
     group_is_one_env: bool = False  # make_group's groups are one multi-agent env each, never several envs
+    seeded_when_made: bool = False  # make_group(config, indices, seeds=...): envs seeded once, when made
     auto: bool = True
 
 
@@ -159,17 +162,22 @@ def make_env(config: EnvConfig, env_index: int = 0) -> EnvAdapter:
     return backend_for(config).make(config, env_index)
 
 
-def make_envs(config: EnvConfig, env_indices: list[int], group_size: int) -> list[EnvAdapter]:
+def make_envs(
+    config: EnvConfig, env_indices: list[int], group_size: int, seeds: list[int] | None = None
+) -> list[EnvAdapter]:
     """An executor's adapters for the envs of global indices ``env_indices``; a backend that steps envs together
-    makes them in groups of ``group_size`` consecutive envs (the executor's double-buffering groups)."""
+    makes them in groups of ``group_size`` consecutive envs (the executor's double-buffering groups). ``seeds``:
+    each env's seed for a backend that seeds envs when it makes them (``EnvBackend.seeded_when_made``)."""
     backend = backend_for(config)
-    if backend.make_group is None:
+    make_group = backend.make_group
+    if make_group is None:
         return [backend.make(config, index) for index in env_indices]
-    return [
-        env
-        for start in range(0, len(env_indices), group_size)
-        for env in backend.make_group(config, env_indices[start : start + group_size])
-    ]
+    groups = [slice(start, start + group_size) for start in range(0, len(env_indices), group_size)]
+    if backend.seeded_when_made:
+        if seeds is None or len(seeds) != len(env_indices):
+            raise ValueError(f"env backend {backend.name!r} seeds its envs when made: give one seed per env")
+        return [env for g in groups for env in make_group(config, env_indices[g], seeds=seeds[g])]
+    return [env for g in groups for env in make_group(config, env_indices[g])]
 
 
 def _make_from_factory(config: EnvConfig, env_index: int) -> EnvAdapter:

@@ -64,7 +64,7 @@ class EnvFaults:
         first = self.activity[ERRORS] == 1
         log.warning("%s; resetting it (env.on_error = 'reset')%s", message, "\n" + details if first else "")
 
-    def group_failed(self, exc: Exception, envs: list[int], actions: list[int]) -> NoReturn:
+    def group_failed(self, exc: Exception, envs: list[int], actions: list) -> NoReturn:
         """A backend's group step (``EnvGroup``) of envs ``envs`` raised ``exc``: the run ends, naming them."""
         self.activity[PHASE] = IDLE
         details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -47,6 +47,7 @@ from fastrl.sampling.env_checkpoints import env_state, restored_episodes, restor
 from fastrl.sampling.env_faults import ACTION, ENV, IDLE, PHASE, RESET, STEP, STEPPING, EnvFaults
 from fastrl.sampling.row_roles import row_roles_for
 from fastrl.sampling.slot_cycles import cycle_for
+from fastrl.seeding import made_env_seed
 from fastrl.spec import RunSpec, WorkerIds
 
 RESET_SEED_BOUND = 2**31 - 1
@@ -70,10 +71,12 @@ class Executor:
         n = len(self.env_list)
         unit = spec.env_unit  # a multi-agent env's rows are never split between groups
         self.group_size = max(1, -(-n // unit // engine.env_groups)) * unit
-        self.envs: list[EnvAdapter] = make_envs(
-            spec.config.env, [spec.global_env(e) for e in self.env_list], self.group_size
-        )
+        self.first_rollout = spec.resume.rollout if spec.resume else 0
+        global_envs = [spec.global_env(e) for e in self.env_list]
+        seeds = [made_env_seed(spec.config.run.seed, e, restart=self.first_rollout) for e in global_envs]
+        self.envs: list[EnvAdapter] = make_envs(spec.config.env, global_envs, self.group_size, seeds)
         self.env_group: list[EnvGroup] = [getattr(env, "group", None) for env in self.envs]  # type: ignore[misc]
+        self.episode_stats = [getattr(env, "episode_stats", None) for env in self.envs]  # optional (envs.base)
         self.stepped_together = self._groups()  # per env, its group's members; None: each env steps alone
         self.group_waiting: dict[int, list[int]] = {}  # a group's first member -> its members with actions
         # per-env state as Python lists: a numpy scalar costs more to read and write, on every step
@@ -116,7 +119,6 @@ class Executor:
         self.rollouts = [-1] * spec.learners  # the newest rollout each learner has released ("go")
         self.env_rollout = [-1] * n  # the rollout each env is filling, or finished and parked at
         self.saved_rollout = -1
-        self.first_rollout = spec.resume.rollout if spec.resume else 0
         self.slots = spec.slot_map  # where each env's steps live
         self.rngs, self.restored = restored_streams(spec, self.env_list, self.first_rollout)
         self.recent_episodes = restored_episodes(spec, self.env_list)
@@ -235,7 +237,8 @@ class Executor:
         if len(waiting) < len(members):
             return
         waiting.clear()
-        actions = [int(self.action[self.row[j]]) for j in members]
+        action, row = self.action, self.row
+        actions = [int(action[row[j]]) if self.scalar_actions else action[row[j]].copy() for j in members]
         try:
             self.env_group[i].step(actions)
         except Exception as exc:
