@@ -134,3 +134,19 @@ def test_missing_matplotlib_names_the_extra(two_runs, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # as if matplotlib were not installed
     assert main(["plot", str(two_runs[0]), "--out", str(two_runs[0] / "none.png")]) == 2
     assert "pip install 'fastrl[plot]'" in capsys.readouterr().err
+
+
+def test_an_envs_own_figures_per_episode_get_a_panel_of_their_means(tmp_path):
+    """Crafter's achievements (``episode_stats``): a curve per figure in a panel of their own, gaps where a line's
+    interval ended no episode."""
+    stats = {"episode_stats_episodes": 2}
+    lines = [_line(1.0, 100, 1.0, episode_stats={"collect_wood": 0.5, "place_table": 0.0}, **stats),
+             _line(2.0, 200, 2.0),
+             _line(3.0, 300, 3.0, episode_stats={"collect_wood": 1.0, "place_table": 0.5}, **stats)]
+    _write(tmp_path / "crafter", lines)
+    figure = plot_runs(tmp_path / "crafter")
+    assert len(figure.axes) == 4
+    curves = {line.get_label(): line.get_ydata() for line in figure.axes[3].get_lines()}
+    np.testing.assert_array_equal(curves["collect_wood"], [0.5, np.nan, 1.0])
+    np.testing.assert_array_equal(curves["place_table"], [0.0, np.nan, 0.5])
+    assert len(plot_runs(tmp_path / "crafter", out=tmp_path / "p.png").axes) == 4

@@ -104,7 +104,7 @@ def test_the_crossing_gets_a_line_of_its_own_though_later_episodes_pull_the_mean
     config = resolve_config(CARTPOLE, [*_overrides(tmp_path), "run.target_return=100.0", "run.return_window=10",
                                        "run.log_interval_s=3600.0"])
     control = Control({name: np.zeros(shape, dtype) for name, shape, dtype in control_arrays(3, 1)})
-    finished = [[(0, 120.0, 120)] * 10, [(1, 20.0, 20)] * 6]  # ten over the target, then six far under
+    finished = [[(0, 120.0, 120, None)] * 10, [(1, 20.0, 20, None)] * 6]  # ten over the target, then six far under
     telemetry = Telemetry(config, RunDir.create(config, tmp_path / "run"), control, WorkerIds(1, 1, 1),
                           take_episodes=lambda: finished.pop(0) if finished else [])
     telemetry.mark_ready()

@@ -58,6 +58,8 @@ class EnvAdapter(Protocol):
     def set_state(self, state: Any) -> None:
         """Go on from a ``get_state`` snapshot, taken in another process (a resumed run)."""
 
+    # Optional: ``episode_stats()`` -> ``{name: number}``, an episode's own figures (Crafter's achievements), read
+    # when an episode ends, before its reset; the metrics lines carry their means (``episode_stats``).
     # Optional, for multi-agent envs (``fastrl.envs.pettingzoo``): ``agents`` (rows per env, the members of one
     # group, which every layout keeps in one executor) and ``live`` (ACTING, WAITING or ABSENT, read after
     # every reset and step for the row just written).

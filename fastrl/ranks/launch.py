@@ -268,7 +268,7 @@ class RankLink:
                 count = self.store.add(f"episodes/{r}/count", 0)
                 for k in range(read, count):
                     key = f"episodes/{r}/{k}"
-                    taken += [(None, ret, length) for _env, ret, length in json.loads(self.store.get(key))]
+                    taken += [(None, *episode) for _env, *episode in json.loads(self.store.get(key))]
                     self.store.delete_key(key)
                 self.read_episodes[r] = count
                 if self.store.check([f"frames/{r}"]):

@@ -11,7 +11,8 @@ functions below, on both sides:
 - free, learner -> executors (async): ``slot`` — an empty trajectory slot any env may fill.
 - full, executor -> learner (async): ``slot * envs + env`` — env's slot holding T fresh steps (the learner's
   reward scaling follows each env's episodes across its slots).
-- episodes, executor -> main: ``(env, return, length)`` of a finished episode.
+- episodes, executor -> main: ``(env, return, length, stats)`` of a finished episode; ``stats``: the adapter's
+  ``episode_stats()`` (``{name: number}``, e.g. Crafter's achievements), or None.
 - errors, any worker -> main: ``(worker, summary, traceback)``.
 """
 

@@ -159,7 +159,7 @@ class Executor:
         begun = time.perf_counter()
         requests: dict[int, list[int]] = {}
         finished: list[int] = []
-        episodes: list[tuple[int, float, int]] = []
+        episodes: list[tuple[int, float, int, dict | None]] = []
         for message in messages:
             if message < 0:
                 self._start_rollout(*decode_go(message, self.learners), requests)
@@ -263,7 +263,8 @@ class Executor:
             if over:
                 if done == TRUNCATED:  # the reset overwrites the final observation; the learner values it
                     self.final_obs[row] = self.obs[row + 1]
-                episodes.append((self.env_list[i], self.episode_return[i], self.episode_length[i]))
+                stats = self.episode_stats[i]  # read before the reset: the episode's own figures (envs.base)
+                episodes.append((self.env_list[i], self.episode_return[i], self.episode_length[i], stats and stats()))
                 self.recent_episodes[i].append(
                     (self.env_rollout[i], self.t[i], self.episode_return[i], self.episode_length[i])
                 )

@@ -27,6 +27,7 @@ from fastrl.config import Config
 from fastrl.partition import owner_of
 from fastrl.runs.run_dir import RunDir
 from fastrl.spec import WorkerIds
+from fastrl.telemetry.episode_stats import EpisodeStats
 from fastrl.telemetry.memory import ProcessMemory
 from fastrl.telemetry.progress import ProgressLine, ProgressState
 from fastrl.telemetry.sections import finite_or_none, sections_for
@@ -62,9 +63,10 @@ class Telemetry:
     def __init__(
         self, config: Config, run_dir: RunDir, control: Control, ids: WorkerIds, take_episodes, remote_frames=None
     ):
-        """``take_episodes()`` returns the ``(env, return, length)`` of episodes finished since the last call
-        (env None: another rank's, counted in the run's return only); ``remote_frames(local)``: the frames
-        the other ranks learned from, given this rank's (torchrun's rank 0 adds them to its own)."""
+        """``take_episodes()`` returns the ``(env, return, length, stats)`` of episodes finished since the last call
+        (env None: another rank's, counted in the run's return only; stats: the env's own figures, or None);
+        ``remote_frames(local)``: the frames the other ranks learned from, given this rank's (torchrun's rank 0
+        adds them to its own)."""
         self.config, self.run_dir, self.control, self.ids = config, run_dir, control, ids
         self.take_episodes = take_episodes
         self.remote_frames = remote_frames or (lambda local: 0.0)
@@ -94,6 +96,7 @@ class Telemetry:
         self.status: str | None = None
         self.memory = ProcessMemory({"main": os.getpid()})
         self.interval_returns: list[float] = []  # episodes since the last line: the sinks' histogram
+        self.interval_stats = EpisodeStats()  # the envs' own per-episode figures since the last line
         self.metrics_file = run_dir.open_metrics()
         self.sinks = open_sinks(config, run_dir.path)
 
@@ -113,10 +116,12 @@ class Telemetry:
         self.memory.watch(pids)
 
     def drain_episodes(self) -> None:
-        for env, ret, _length in self.take_episodes():
+        for env, ret, _length, stats in self.take_episodes():
             self._into_windows(env, ret)
             self.interval_returns.append(ret)
             self.episodes += 1
+            if stats:
+                self.interval_stats.add(stats)
 
     def resume_windows(self, episodes: dict[int, list[tuple[int, int, float, int]]]) -> None:
         """A resumed run's return windows start as the stopped run's ended, not empty: ``episodes`` are the
@@ -226,6 +231,7 @@ class Telemetry:
             line[name] = float(stats[column])
         for section in self.sections:
             line.update(section.fields(stats))
+        line.update(self.interval_stats.fields())
         if self.gala:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
             line.update(self._learner_lines([rate.take() for rate in self.update_rates]))
@@ -234,6 +240,7 @@ class Telemetry:
         for sink in self.sinks:
             sink.write(line, self.interval_returns)
         self.interval_returns = []
+        self.interval_stats = EpisodeStats()
         self.last_log = now
 
     def _observe_rates(self, now: float) -> None:

@@ -62,6 +62,13 @@ class RunCurves:
         ]
         return self.column(key, rows)
 
+    def episode_stat_names(self) -> list[str]:
+        """The env's own per-episode figures (``episode_stats``: Crafter's achievements), in their first order."""
+        return list(dict.fromkeys(name for line in self.lines for name in line.get("episode_stats", {})))
+
+    def episode_stat(self, name: str) -> np.ndarray:
+        return self.column(name, [line.get("episode_stats", {}) for line in self.lines])
+
     def policy_names(self) -> list[str]:
         """The named policies rated against each other (``policy_elo``), in their first line's order."""
         return list(dict.fromkeys(name for line in self.lines for name in line.get("policy_elo", {})))
@@ -127,11 +134,13 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
     gala = [run for run in runs if run.learners()]
     # self-play against a pool ("elo"), or named policies rated against each other ("policy_elo")
     rated = [run for run in runs if any("elo" in line or "policy_elo" in line for line in run.lines)]
-    panels = 3 + bool(gala) + bool(rated)
+    counted = [run for run in runs if run.episode_stat_names()]  # an env with figures of its own per episode
+    panels = 3 + bool(gala) + bool(rated) + bool(counted)
     figure = Figure(figsize=(9, 2.8 * panels), layout="constrained")
     axes = figure.subplots(panels, 1, sharex=True)
     returns, fps, split = axes[:3]
     elo = axes[3 + bool(gala)] if rated else None
+    stats = axes[-1] if counted else None
     for i, run in enumerate(runs):
         style = _STYLES[i % len(_STYLES)]
         xs = run.x(x)
@@ -154,15 +163,20 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
                 elo.plot(xs, run.column("elo"), style, label=run.name)
             for name in run.policy_names():
                 elo.plot(xs, run.policy_elo(name), style, label=f"{run.name} {name}")
+        if stats is not None and run in counted:
+            for k, name in enumerate(run.episode_stat_names()):
+                label = name if len(runs) == 1 else f"{run.name} {name}"
+                stats.plot(xs, run.episode_stat(name), style, color=f"C{k % 10}", label=label)
     titles = (
         ["mean return", "frames per second", "share of the workers' time"]
         + (["return per learner"] if gala else [])
         + (["Elo rating (against the self-play pool, or between named policies)"] if rated else [])
+        + (["the env's per-episode figures (episode_stats), mean per line"] if counted else [])
     )
     for ax, title in zip(axes, titles):
         ax.set_title(title, loc="left", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=6 if ax is stats else 8, ncols=3 if ax is stats else 1)
     if len(runs) > 1:  # a line per (run, clock) would make a legend taller than the panel: name each once
         split.legend(handles=_split_legend(split, runs), fontsize=8, ncols=2)
     axes[-1].set_xlabel("env frames" if x == "frames" else "training seconds")
