@@ -192,6 +192,7 @@ def _config(args: argparse.Namespace) -> int:
 def _benches() -> dict:
     """``fastrl bench NAME``: each benchmark module's ``add_arguments`` and ``run``, with its help line."""
     from fastrl.bench import (
+        crafter,
         device_check,
         gala_straggler,
         hts_speedup,
@@ -228,6 +229,7 @@ def _benches() -> dict:
         "two-player": (two_player, "the engine on a two-player Atari game against the one-player game"),
         "soak": (soak, "a long run watched: RSS slope per role, fds, segments, fastrl plot, kill -9 and exact resume"),
         "startup": (startup, "a run's seconds from train() to return, workers forked from the fork server vs spawned"),
+        "crafter": (crafter, "a Crafter run's score and 22 success rates; --speed: Crafter alone vs the engine"),
         "suite": (suite, "a config on several Atari games and seeds: human-normalised IQM and median with intervals"),
         "invariance": (invariance, "a device's forward: rows that change with their batch, error against the CPU"),
         "device-check": (device_check, "every GPU measurement in one capped run, each step's JSON as it finishes"),
