@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 
@@ -12,17 +10,12 @@ from csrc_free_kernels.step_end import TRUNCATED
 from fastrl.config import ConfigError, EnvConfig
 from fastrl.envs.ale_vector import make_group
 from fastrl.envs.registry import backend_for, backends
-from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import assert_a_group_backend_resumes_with_restarted_envs, layout_digests
 
 PONG = ["model.compile=false", "run.progress=false", "run.tensorboard=false", "env.backend='ale_vector'",
         "engine.envs=4", "engine.rollout=16", "run.total_frames=1024"]  # 4 envs x 16 steps x 4 frames: 4 updates
 
 
-def _digest(run_dir) -> str:
-    h = hashlib.sha256()
-    for key, tensor in sorted(load_checkpoint(run_dir)["model"].items()):
-        h.update(key.encode() + tensor.numpy().tobytes())
-    return h.hexdigest()
 
 
 def _play(envs, seeds, actions):
@@ -91,25 +84,14 @@ def test_an_episode_after_a_time_limit_is_the_one_its_reset_seed_starts():
 
 @pytest.mark.engine
 def test_pong_trains_on_the_vector_backend_with_the_same_bits_in_every_layout(tmp_path):
-    digests = set()
-    for executors, groups in ((1, 1), (2, 1), (1, 2)):
-        run_dir = tmp_path / f"x{executors}g{groups}"
-        summary = fastrl.train("configs/pong_sync.toml", [*PONG, f"engine.executors={executors}",
-                                                          f"engine.env_groups={groups}"], run_dir=run_dir)
-        assert summary["status"] == "complete" and summary["frames"] == 1024
-        digests.add(_digest(run_dir))
-    assert len(digests) == 1
+    assert len(layout_digests(tmp_path, "configs/pong_sync.toml", PONG, [(1, 1), (2, 1), (1, 2)], 1024)) == 1
 
 
 @pytest.mark.slow  # 8 s; the vector backend's layouts test stays in the default run
 @pytest.mark.engine
 def test_a_vector_backend_run_resumes_with_seeded_resets(tmp_path):
-    """AtariVectorEnv cannot save one env's state: the learner's state is saved at the barrier as always, the envs
-    restart with seeded resets, and the resumed run goes on."""
-    fastrl.train("configs/pong_hts.toml", [*PONG, "run.total_frames=512", "engine.executors=1"], run_dir=tmp_path / "r")
-    assert load_checkpoint(tmp_path / "r")["frames"] == 512
-    summary = fastrl.train(resume=tmp_path / "r", overrides=["run.total_frames=1024"])
-    assert summary["status"] == "complete" and summary["frames"] == 1024
+    """AtariVectorEnv cannot save one env's state: its envs restart with seeded resets."""
+    assert_a_group_backend_resumes_with_restarted_envs(tmp_path / "r", PONG)
 
 
 @pytest.mark.unit

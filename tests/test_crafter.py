@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import subprocess
@@ -16,9 +15,9 @@ from csrc_free_kernels.step_end import TERMINATED, TRUNCATED
 from fastrl.bench.crafter import bar_chart, score, success_rates
 from fastrl.config import ConfigError, EnvConfig
 from fastrl.envs.registry import backend_for, make_env
-from fastrl.runs.checkpoint import load_checkpoint
 from fastrl.telemetry.episode_stats import EpisodeStats, run_totals
 from fastrl.telemetry.scalars import scalars
+from tests.helpers.runs import layout_digests, model_digest
 
 pytest.importorskip("crafter")
 
@@ -27,12 +26,6 @@ ACHIEVEMENTS = 22
 SHORT = ["model.compile=false", "run.progress=false", "run.tensorboard=false", "env.kwargs={length=40}",
          "engine.envs=4", "engine.rollout=16", "algo.minibatches=2", "algo.epochs=1", "run.total_frames=320"]
 
-
-def _digest(run_dir) -> str:
-    h = hashlib.sha256()
-    for key, tensor in sorted(load_checkpoint(run_dir)["model"].items()):
-        h.update(key.encode() + tensor.numpy().tobytes())
-    return h.hexdigest()
 
 
 def _play(env, seed: int, actions) -> list:
@@ -110,19 +103,16 @@ def test_the_run_totals_are_every_episode_of_every_line():
 
 @pytest.mark.engine
 def test_crafter_trains_with_its_achievements_in_the_metrics_and_the_same_bits_in_two_layouts(tmp_path):
-    digests = set()
-    for executors in (1, 2):
-        run_dir = tmp_path / f"x{executors}"
-        summary = fastrl.train("configs/crafter_ppo.toml", [*SHORT, f"engine.executors={executors}"], run_dir=run_dir)
-        assert summary["status"] == "complete" and summary["episodes"] >= 4
-        digests.add(_digest(run_dir))
-    assert len(digests) == 1
-    lines = [json.loads(text) for text in (tmp_path / "x1" / "metrics.jsonl").read_text().splitlines()]
+    assert len(layout_digests(tmp_path, "configs/crafter_ppo.toml", SHORT, [(1, 1), (2, 1)], 320)) == 1
+    run_dir = tmp_path / "x1g1"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["episodes"] >= 4  # every env ended at least one 40-step episode
+    lines = [json.loads(text) for text in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert sum(line.get("episode_stats_episodes", 0) for line in lines) == summary["episodes"]
-    rates, episodes = success_rates(tmp_path / "x1")
+    rates, episodes = success_rates(run_dir)
     assert episodes == summary["episodes"] and len(rates) == ACHIEVEMENTS
     assert max(rates.values()) > 0  # an untrained policy unlocks some (collecting a sapling, waking up)
-    out = subprocess.run([sys.executable, "-m", "fastrl", "bench", "crafter", str(tmp_path / "x1"),
+    out = subprocess.run([sys.executable, "-m", "fastrl", "bench", "crafter", str(run_dir),
                           "--out", str(tmp_path / "rates.png")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
@@ -136,7 +126,7 @@ def test_a_crafter_run_resumes_exactly(tmp_path):
     fastrl.train("configs/crafter_ppo.toml", [*SHORT, "engine.executors=1"], run_dir=whole)
     fastrl.train("configs/crafter_ppo.toml", [*SHORT, "engine.executors=1", "run.total_frames=192"], run_dir=half)
     fastrl.train(resume=half, overrides=["run.total_frames=320"])
-    assert _digest(half) == _digest(whole)
+    assert model_digest(half) == model_digest(whole)
 
 
 @pytest.mark.unit

@@ -5,7 +5,6 @@ Marked ``cuda``: skipped where torch sees no GPU (CI), run by ``bench/device_che
 ``FASTRL_TEST_DEVICE=cpu`` they run on the CPU instead: the device check's dry run, which proves these tests
 before any GPU time is spent on them.
 """
-import hashlib
 import os
 
 import numpy as np
@@ -20,7 +19,7 @@ from fastrl.models.mlp import MLPPolicy
 from fastrl.process.faults import RunFailed
 from fastrl.runs.checkpoint import load_checkpoint
 from tests.helpers.batch_invariance import ATARI, assert_rows_batch_invariant, random_frames
-from tests.helpers.runs import assert_cleaned_up, cartpole
+from tests.helpers.runs import assert_cleaned_up, cartpole, model_digest
 
 DEVICE = os.environ.get("FASTRL_TEST_DEVICE", "cuda")
 pytestmark = [
@@ -35,11 +34,6 @@ PONG = ["model.compile=false", "run.progress=false", "run.tensorboard=false", "e
 TWO_UPDATES = "run.total_frames=2048"  # 8 envs x 32 steps x frame skip 4 = 1024 frames an update
 
 
-def _digest(run_dir) -> str:
-    h = hashlib.sha256()
-    for key, tensor in sorted(load_checkpoint(run_dir)["model"].items()):
-        h.update(key.encode() + tensor.cpu().numpy().tobytes())
-    return h.hexdigest()
 
 
 def test_a_run_trains_with_its_actors_and_learner_on_the_device(tmp_path):
@@ -63,7 +57,7 @@ def test_parameters_are_bit_identical_across_actor_and_executor_layouts_on_the_d
         summary = fastrl.train(config, [*PONG, TWO_UPDATES, f"engine.executors={executors}",
                                         f"engine.actors={actors}", "engine.step_delay_s=0.002"], run_dir=run_dir)
         assert summary["status"] == "complete"
-        digests.add(_digest(run_dir))
+        digests.add(model_digest(run_dir))
     assert len(digests) == 1
 
 
@@ -79,7 +73,7 @@ def test_cuda_graph_actors_train_the_same_bits_in_every_layout(tmp_path, config)
         summary = fastrl.train(config, [*PONG, TWO_UPDATES, "model.compile=true", f"engine.executors={executors}",
                                         f"engine.actors={actors}", "engine.step_delay_s=0.002"], run_dir=run_dir)
         assert summary["status"] == "complete"
-        digests.add(_digest(run_dir))
+        digests.add(model_digest(run_dir))
     assert len(digests) == 1
 
 
@@ -96,7 +90,7 @@ def test_a_run_stopped_at_a_checkpoint_resumes_exactly_on_the_device(tmp_path, c
     assert load_checkpoint(half)["exact"]
     summary = fastrl.train(resume=half, overrides=["run.total_frames=4096", "engine.executors=2"])
     assert summary["frames"] == 4096
-    assert _digest(half) == _digest(whole)
+    assert model_digest(half) == model_digest(whole)
 
 
 def test_every_storage_field_reaches_the_device_once_per_update(tmp_path, monkeypatch):

@@ -1,7 +1,6 @@
 """The learner's way to its device, tested on the CPU: every storage field reaches the device once per update
 (counted), and the checks a GPU learner defers to the end of an update (reliability.finite_checks = 'update')
 train the same bits as checking every step, and roll a bad update back whole."""
-import hashlib
 
 import numpy as np
 import pytest
@@ -10,8 +9,7 @@ import torch
 import fastrl
 import fastrl.buffers.device_storage as device_storage
 from fastrl.process.faults import RunFailed
-from fastrl.runs.checkpoint import load_checkpoint
-from tests.helpers.runs import assert_cleaned_up, cartpole
+from tests.helpers.runs import assert_cleaned_up, cartpole, model_digest
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
@@ -19,12 +17,6 @@ PONG = ["engine.serial=true", "engine.envs=4", "engine.rollout=32", "model.compi
         "run.tensorboard=false"]
 
 
-def _digest(run_dir) -> str:
-    checkpoint = load_checkpoint(run_dir)
-    h = hashlib.sha256()
-    for key, tensor in sorted(checkpoint["model"].items()):
-        h.update(key.encode() + tensor.numpy().tobytes())
-    return h.hexdigest()
 
 
 @pytest.mark.slow  # a Pong run; the deferred-checks test keeps the upload path in the default tier
@@ -76,7 +68,7 @@ def test_checks_deferred_to_the_end_of_an_update_train_the_same_bits(tmp_path, c
         summary = fastrl.train(config, [*overrides, f"reliability.finite_checks='{checks}'"],
                                run_dir=tmp_path / checks)
         assert summary["status"] == "complete"
-        digests.append(_digest(tmp_path / checks))
+        digests.append(model_digest(tmp_path / checks))
     assert digests[0] == digests[1]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 
 import numpy as np
@@ -15,7 +14,7 @@ from fastrl.envs import envpool_vector
 from fastrl.envs.actions import UnsupportedEnvError
 from fastrl.envs.envpool_vector import make_group
 from fastrl.envs.registry import backend_for, make_env
-from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import assert_a_group_backend_resumes_with_restarted_envs, layout_digests
 
 pytest.importorskip("envpool")
 
@@ -24,11 +23,6 @@ PONG = [*QUIET, "engine.envs=4", "engine.rollout=16", "run.total_frames=1024"]  
 CHEETAH = [*QUIET, "engine.envs=4", "engine.rollout=32", "algo.minibatches=4", "algo.epochs=2", "run.total_frames=512"]
 
 
-def _digest(run_dir) -> str:
-    h = hashlib.sha256()
-    for key, tensor in sorted(load_checkpoint(run_dir)["model"].items()):
-        h.update(key.encode() + tensor.numpy().tobytes())
-    return h.hexdigest()
 
 
 def _play(envs, actions):
@@ -129,37 +123,19 @@ def test_a_time_limit_ends_an_episode_and_the_reset_starts_a_whole_new_one():
 @pytest.mark.engine
 def test_pong_trains_on_envpool_with_the_same_bits_in_every_layout(tmp_path):
     """One executor, two, and one executor's envs in two envpool groups: the same parameters."""
-    digests = set()
-    for executors, groups in ((1, 1), (2, 1), (1, 2)):
-        run_dir = tmp_path / f"x{executors}g{groups}"
-        summary = fastrl.train("configs/pong_sync.toml", [*PONG, f"engine.executors={executors}",
-                                                          f"engine.env_groups={groups}"], run_dir=run_dir)
-        assert summary["status"] == "complete" and summary["frames"] == 1024
-        digests.add(_digest(run_dir))
-    assert len(digests) == 1
+    assert len(layout_digests(tmp_path, "configs/pong_sync.toml", PONG, [(1, 1), (2, 1), (1, 2)], 1024)) == 1
 
 
 @pytest.mark.engine
 def test_the_shipped_mujoco_config_trains_box_actions_with_the_same_bits_in_two_layouts(tmp_path):
-    digests = set()
-    for executors in (1, 2):
-        run_dir = tmp_path / f"x{executors}"
-        summary = fastrl.train("configs/halfcheetah_envpool.toml", [*CHEETAH, f"engine.executors={executors}"],
-                               run_dir=run_dir)
-        assert summary["status"] == "complete" and summary["frames"] == 512
-        digests.add(_digest(run_dir))
-    assert len(digests) == 1
+    assert len(layout_digests(tmp_path, "configs/halfcheetah_envpool.toml", CHEETAH, [(1, 1), (2, 1)], 512)) == 1
 
 
 @pytest.mark.slow  # 8 s
 @pytest.mark.engine
 def test_an_envpool_run_resumes_with_freshly_seeded_envs(tmp_path):
-    """envpool cannot save one env's state: the learner's state is saved at the barrier, the envs restart with
-    seeds of the restart, and the resumed run goes on."""
-    fastrl.train("configs/pong_hts.toml", [*PONG, "run.total_frames=512", "engine.executors=1"], run_dir=tmp_path / "r")
-    assert load_checkpoint(tmp_path / "r")["frames"] == 512
-    summary = fastrl.train(resume=tmp_path / "r", overrides=["run.total_frames=1024"])
-    assert summary["status"] == "complete" and summary["frames"] == 1024
+    """envpool cannot save one env's state: its envs restart with the restart's seeds (seeding.made_env_seed)."""
+    assert_a_group_backend_resumes_with_restarted_envs(tmp_path / "r", PONG)
 
 
 @pytest.mark.unit

@@ -2,7 +2,6 @@
 there and trained with, as a user would (``fastrl train RECIPE.toml`` in that folder)."""
 
 import copy
-import hashlib
 import importlib.util
 import json
 import os
@@ -14,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
+from tests.helpers.runs import model_digest
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
@@ -51,13 +52,6 @@ def _fastrl(folder: Path, *args: str, timeout: float = 240) -> subprocess.Comple
                           timeout=timeout, env={**os.environ, "PYTHONPATH": ""})
 
 
-def _digest(run_dir: Path) -> str:
-    from fastrl.runs.checkpoint import load_checkpoint
-
-    h = hashlib.sha256()
-    for key, tensor in sorted(load_checkpoint(run_dir)["model"].items()):
-        h.update(key.encode() + tensor.numpy().tobytes())
-    return h.hexdigest()
 
 
 @pytest.mark.slow  # two layouts of the recipe; test_engine.py keeps layout invariance in the default tier
@@ -75,7 +69,7 @@ def test_the_algorithm_recipe_trains_reports_its_metric_and_keeps_the_engines_de
         "engine.actors=2",
         "engine.step_delay_s=0.001",
     )
-    assert _digest(one) == _digest(two)  # inherited: bit-identical across layouts
+    assert model_digest(one) == model_digest(two)  # inherited: bit-identical across layouts
 
 
 @pytest.mark.slow  # ~2 minutes on 2 cores: some 170,000 frames
@@ -159,7 +153,7 @@ def test_the_env_backend_recipe_writes_its_rows_learns_and_resumes(recipes):
     resume = ["--resume", str(half), "--set", "run.total_frames=1024", "--set", "run.progress=false"]
     done = _fastrl(recipes, "train", *resume)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert _digest(half) == _digest(recipes / "runs" / "whole")  # its get_state/set_state: an exact resume
+    assert model_digest(half) == model_digest(recipes / "runs" / "whole")  # its get_state/set_state: an exact resume
 
 
 def test_a_factory_returning_half_an_adapter_is_named_before_anything_starts(recipes):

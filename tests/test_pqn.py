@@ -2,7 +2,6 @@
 targets against the recursion of the paper, and what it inherits from the engine (bit-identical runs across
 layouts, exact resume, its metrics); CartPole to 475 is tests/test_learning.py's, in the slow tier."""
 
-import hashlib
 import json
 import math
 
@@ -19,6 +18,7 @@ from fastrl.buffers.device_storage import Uploads
 from fastrl.config import load_config
 from fastrl.envs.actions import ActionSpec
 from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.runs import model_digest
 
 QUICK = ["run.progress=false", "run.tensorboard=false", "run.target_return=inf"]
 
@@ -157,11 +157,6 @@ def test_q_lambda_targets_are_the_recursion_stopped_at_episode_ends(q_lambda):
 # ---------------------------------------------------------------- what it inherits
 
 
-def _digest(run_dir) -> str:
-    h = hashlib.sha256()
-    for key, tensor in sorted(load_checkpoint(run_dir)["model"].items()):
-        h.update(key.encode() + tensor.numpy().tobytes())
-    return h.hexdigest()
 
 
 @pytest.mark.engine
@@ -176,7 +171,7 @@ def test_pqn_is_bit_identical_across_layouts_and_reports_its_metrics(tmp_path):
             run_dir=run_dir,
         )
         assert summary["status"] == "complete"
-        digests.append(_digest(run_dir))
+        digests.append(model_digest(run_dir))
     assert len(set(digests)) == 1
     line = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
     assert 0.05 < line["epsilon"] < 1.0 and math.isfinite(line["q_mean"])
@@ -193,4 +188,4 @@ def test_pqn_stopped_at_a_checkpoint_resumes_exactly(tmp_path):
     assert load_checkpoint(half)["exact"]
     summary = fastrl.train(resume=half, overrides=["run.total_frames=4096", "engine.executors=1"])
     assert summary["frames"] == 4096
-    assert _digest(half) == _digest(whole)
+    assert model_digest(half) == model_digest(whole)

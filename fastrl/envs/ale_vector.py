@@ -30,6 +30,7 @@ import numpy as np
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.envs.actions import ActionSpec
 from fastrl.envs.base import EnvAdapter
+from fastrl.envs.group_member import GroupMember
 from fastrl.envs.registry import EnvBackend, register_env_backend
 from fastrl.schema import EnvConfig
 
@@ -100,8 +101,10 @@ class AleVectorGroup:
             self.vector = None
 
 
-class AleVectorEnv:
+class AleVectorEnv(GroupMember):
     """One member of an ``AleVectorGroup`` behind the executor's adapter protocol (``fastrl.envs.base``)."""
+
+    group: AleVectorGroup
 
     def __init__(self, group: AleVectorGroup, member: int, config: EnvConfig):
         self.group, self.member = group, member
@@ -116,30 +119,11 @@ class AleVectorEnv:
     def reset(self, seed: int, out: np.ndarray) -> None:
         out[...] = self.group.reset_member(self.member, seed)
 
-    def step(self, action: int, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
-        """The group's step for this member (the executor stepped the group with every member's action)."""
-        group, m = self.group, self.member
-        assert group.obs is not None, "the executor steps the group before reading its members"
-        out[...] = group.obs[m]
-        raw = float(group.rewards[m])
-        reward = float((raw > 0) - (raw < 0)) if group.clip_rewards else raw
-        done = int(group.ends[m])
-        return reward, raw, done, done != CONTINUES
-
-    def probe(self, seed: int = 0) -> None:
-        out = np.zeros(self.obs_shape, self.obs_dtype)
-        self.reset(seed, out)
-        self.group.step([0] * self.group.size)
-        self.step(0, out, out.copy())
-
     def get_state(self):
         raise NotImplementedError("AtariVectorEnv cannot save one env's state: a resumed run resets it")
 
     def set_state(self, state) -> None:
         raise NotImplementedError("AtariVectorEnv cannot restore one env's state")
-
-    def close(self) -> None:
-        self.group.close()  # every member closes it; the first does
 
 
 def make_group(config: EnvConfig, env_indices: list[int]) -> list[EnvAdapter]:

@@ -41,6 +41,7 @@ import numpy as np
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.envs.actions import BOX, DISCRETE, UnsupportedEnvError, action_spec_of
 from fastrl.envs.base import EnvAdapter
+from fastrl.envs.group_member import GroupMember
 from fastrl.envs.gym import EnvOutputError
 from fastrl.envs.registry import EnvBackend, register_env_backend
 from fastrl.schema import EnvConfig
@@ -206,8 +207,10 @@ class EnvpoolGroup:
             self.pool = None
 
 
-class EnvpoolEnv:
+class EnvpoolEnv(GroupMember):
     """One member of an ``EnvpoolGroup`` behind the executor's adapter protocol (``fastrl.envs.base``)."""
+
+    group: EnvpoolGroup
 
     def __init__(self, group: EnvpoolGroup, member: int):
         self.group, self.member = group, member
@@ -222,31 +225,14 @@ class EnvpoolEnv:
         """``seed`` is not used: envpool seeds each env once, when it is made (the module's docstring)."""
         out[...] = self.group.reset_member(self.member)
 
-    def step(self, action, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
-        """The group's step for this member (the executor stepped the group with every member's action)."""
-        group, m = self.group, self.member
-        assert group.obs is not None, "the executor steps the group before reading its members"
-        out[...] = group.obs[m]
-        raw = float(group.rewards[m])
-        reward = float((raw > 0) - (raw < 0)) if group.clip_rewards else raw
-        done = int(group.ends[m])
-        return reward, raw, done, done != CONTINUES
-
-    def probe(self, seed: int = 0) -> None:
-        out = np.zeros(self.obs_shape, self.obs_dtype)
-        self.reset(seed, out)
-        action = 0 if self.action_spec.kind == DISCRETE else np.zeros(self.action_spec.dims, np.float32)
-        self.group.step([action] * self.group.size)
-        self.step(action, out, out.copy())
+    def probe_action(self):
+        return 0 if self.action_spec.kind == DISCRETE else np.zeros(self.action_spec.dims, np.float32)
 
     def get_state(self):
         raise NotImplementedError("envpool cannot save one env's state: a resumed run restarts it with a new seed")
 
     def set_state(self, state) -> None:
         raise NotImplementedError("envpool cannot restore one env's state")
-
-    def close(self) -> None:
-        self.group.close()  # every member closes it; the first does
 
 
 def make_group(config: EnvConfig, env_indices: list[int], seeds: list[int] | None = None) -> list[EnvAdapter]:

@@ -132,3 +132,43 @@ def assert_cleaned_up(run_dir, pids: dict | None = None) -> dict:
     for key, tensor in checkpoint["model"].items():
         assert bool(torch.isfinite(tensor).all()), f"non-finite {key} in the checkpoint"
     return checkpoint
+
+
+def model_digest(run_dir) -> str:
+    """A digest of the newest checkpoint's parameters: equal digests are the same bits."""
+    import hashlib
+
+    from fastrl.runs.checkpoint import load_checkpoint
+
+    h = hashlib.sha256()
+    for key, tensor in sorted(load_checkpoint(run_dir)["model"].items()):
+        h.update(key.encode() + tensor.cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def assert_a_group_backend_resumes_with_restarted_envs(run_dir, pong_overrides: list[str]) -> None:
+    """A backend whose envs cannot be saved one by one (a C++ vector env): the learner's state is saved at the
+    barrier as always, the envs restart with seeds of the restart, and the resumed run goes on."""
+    import fastrl
+    from fastrl.runs.checkpoint import load_checkpoint
+
+    fastrl.train("configs/pong_hts.toml", [*pong_overrides, "run.total_frames=512", "engine.executors=1"],
+                 run_dir=run_dir)
+    assert load_checkpoint(run_dir)["frames"] == 512
+    summary = fastrl.train(resume=run_dir, overrides=["run.total_frames=1024"])
+    assert summary["status"] == "complete" and summary["frames"] == 1024
+
+
+def layout_digests(tmp_path, config, overrides: list[str], layouts, frames: int) -> set[str]:
+    """Train ``config`` once per (executors, env groups) layout to ``frames``: the set of the runs' parameter
+    digests (one digest: every layout gave the same bits)."""
+    import fastrl
+
+    digests = set()
+    for executors, groups in layouts:
+        run_dir = tmp_path / f"x{executors}g{groups}"
+        layout = [f"engine.executors={executors}", f"engine.env_groups={groups}"]
+        summary = fastrl.train(config, [*overrides, *layout], run_dir=run_dir)
+        assert summary["status"] == "complete" and summary["frames"] == frames, summary
+        digests.add(model_digest(run_dir))
+    return digests
