@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import collections
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from fastrl.envs.actions import ActionSpec, UnsupportedEnvError
 from fastrl.envs.base import EnvAdapter
 from fastrl.envs.registry import EnvBackend, register_env_backend
 from fastrl.schema import EnvConfig
+
+if TYPE_CHECKING:
+    from fastrl.envs.obs_layout import ObsLayout
 
 NAME = "crafter"
 IDS = {"crafter": True, "CrafterReward-v1": True, "CrafterNoReward-v1": False}  # id -> whether it rewards
@@ -64,7 +67,7 @@ class _InsertionOrderedSet(dict):
 def _order_chunks(world) -> None:
     """Crafter's chunk sets as insertion-ordered sets, their creatures in the order the world added them."""
     place = {id(obj): k for k, obj in enumerate(world._objects) if obj}
-    ordered = collections.defaultdict(_InsertionOrderedSet)
+    ordered: collections.defaultdict[object, _InsertionOrderedSet] = collections.defaultdict(_InsertionOrderedSet)
     for key, objs in world._chunks.items():
         ordered[key] = _InsertionOrderedSet.fromkeys(sorted(objs, key=lambda obj: place[id(obj)]))
     world._chunks = ordered
@@ -74,7 +77,7 @@ class CrafterEnv:
     """One Crafter world behind the executor's adapter protocol."""
 
     frames_per_step = 1
-    obs_layout = None  # a Box of pixels
+    obs_layout: ObsLayout | None = None  # a Box of pixels
 
     def __init__(self, env_id: str, kwargs: dict | None = None):
         crafter = _crafter()
@@ -85,7 +88,7 @@ class CrafterEnv:
         except TypeError as exc:
             raise UnsupportedEnvError(f"env.kwargs for {env_id!r}: {exc} (crafter.Env's arguments)") from None
         height, width, channels = self.env.observation_space.shape
-        self.obs_shape = (int(channels), int(height), int(width))
+        self.obs_shape: tuple[int, ...] = (int(channels), int(height), int(width))
         self.obs_dtype = np.dtype(np.uint8)
         self.n_actions = int(self.env.action_space.n)
         self.action_spec = ActionSpec.discrete(self.n_actions)
