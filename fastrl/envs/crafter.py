@@ -69,7 +69,7 @@ def _order_chunks(world) -> None:
     place = {id(obj): k for k, obj in enumerate(world._objects) if obj}
     ordered: collections.defaultdict[object, _InsertionOrderedSet] = collections.defaultdict(_InsertionOrderedSet)
     for key, objs in world._chunks.items():
-        ordered[key] = _InsertionOrderedSet.fromkeys(sorted(objs, key=lambda obj: place[id(obj)]))
+        ordered[key] = _InsertionOrderedSet((obj, None) for obj in sorted(objs, key=lambda obj: place[id(obj)]))
     world._chunks = ordered
 
 
