@@ -120,6 +120,7 @@ def test_crafter_trains_with_its_achievements_in_the_metrics_and_the_same_bits_i
     assert "collect_wood" in out.stderr and "score" in out.stderr
 
 
+@pytest.mark.slow  # 7 s; the adapter's saved state going on exactly is a unit test of the default run
 @pytest.mark.engine
 def test_a_crafter_run_resumes_exactly(tmp_path):
     whole, half = tmp_path / "whole", tmp_path / "half"
