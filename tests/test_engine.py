@@ -93,6 +93,14 @@ def test_parameters_do_not_depend_on_process_layout_or_timing(tmp_path, mode, al
         _assert_identical(results[0], other)
 
 
+def test_every_env_resets_as_its_executor_starts_so_a_slow_first_reset_is_start_up(tmp_path):
+    """Crafter builds its world in ~0.1 s a reset: the executors reset their envs as they are built, before the
+    run's clock starts (serial: nothing else to wait for), with the seeds their first rollout would have drawn."""
+    slow = ["env.id='tests.helpers.faulty_envs:cartpole'", "env.kwargs={first_reset_s=0.2}", "engine.serial=true"]
+    summary, _ = _train(tmp_path, "slow", *slow)
+    assert summary["startup_s"] >= 8 * 0.2  # the 8 envs' first resets
+
+
 def test_a_different_seed_gives_different_parameters(tmp_path):
     _, a = _train(tmp_path, "a", "engine.serial=true")
     _, b = _train(tmp_path, "b", "engine.serial=true", "run.seed=1")

@@ -60,6 +60,14 @@ def test_env_exception_in_reset(tmp_path):
     assert_cleaned_up(run_dir)
 
 
+def test_an_env_failing_its_first_reset_as_its_executor_starts_ends_the_run_named(tmp_path):
+    env_id = "tests.helpers.faulty_envs:cartpole_failing_its_first_reset"
+    message, run_dir = _fail(tmp_path, f"env.id='{env_id}'", "engine.executors=2", *LONG)
+    assert f"env '{env_id}' #1 on executor-0 raised RuntimeError: reset 1 failed on purpose, in reset() at step 0 " \
+           "of its episode;" in message  # before any rollout: none named
+    assert_cleaned_up(run_dir)
+
+
 def test_on_error_reset_resets_the_env_counts_and_goes_on(tmp_path):
     config, base = cartpole(tmp_path, FAULTY, "env.kwargs={fault='raise', every=7}", "env.on_error='reset'",
                             "engine.serial=true", "run.total_frames=800")

@@ -52,8 +52,8 @@ class EnvFaults:
         what = f"returned {exc}" if isinstance(exc, EnvOutputError) else f"raised {type(exc).__name__}: {exc}"
         call = f"step(action={action})" if phase == "step" else "reset()"
         message = (
-            f"env {self.env_id!r} #{env} on {self.worker} {what}, in {call} at step {step} of its episode "
-            f"(rollout {rollout})"
+            f"env {self.env_id!r} #{env} on {self.worker} {what}, in {call} at step {step} of its episode"
+            + (f" (rollout {rollout})" if rollout >= 0 else "")  # async envs and start-up resets: no rollout
         )
         details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         if self.on_error == "raise":

@@ -33,6 +33,8 @@ import random
 import time
 from queue import Empty
 
+import numpy as np
+
 from csrc_free_kernels.step_end import TERMINATED, TRUNCATED
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
@@ -123,6 +125,11 @@ class Executor:
         self.rngs, self.restored = restored_streams(spec, self.env_list, self.first_rollout)
         self.recent_episodes = restored_episodes(spec, self.env_list)
         self.cycle = cycle_for(self, spec.mode.queued)  # the mode's part: barriers, or the async queues
+        try:
+            self.first_episodes = self._reset_ahead()
+        except BaseException:  # a failing first reset ends the run at start-up: the envs made are closed here
+            self.close()
+            raise
 
     def _groups(self) -> list[list[int]] | None:
         """For each env, the local indices of the envs its backend steps together with it (``EnvGroup``, in
@@ -207,11 +214,25 @@ class Executor:
         self.rollouts[learner] = rollout
         self.cycle.go(rollout, learner, requests)
 
+    def _reset_ahead(self) -> dict[int, tuple[np.ndarray, int]]:
+        """Each env without a saved state reset now, as the process starts, with the reset seed its first "go"
+        would draw: its first observation and ``live``, for ``begin``. A slow env's reset (Crafter builds its
+        world, ~0.1 s) then costs start-up, not the first rollout, while every executor starts at once."""
+        first = {}
+        for i in range(len(self.env_list)):
+            if i not in self.restored:
+                obs = np.empty_like(self.obs[0])
+                self._new_episode(i, obs)
+                first[i] = (obs, self._live(i) if self.live is not None else 0)
+        return first
+
     def begin(self, i: int, row: int) -> None:
-        """The first rollout of this process: restore the env's saved state, or reset it."""
+        """The first rollout of this process: the env's saved state restored, or its first episode started."""
         state = self.restored.pop(i, None)
         if state is None:
-            self._reset(i, row)
+            self.obs[row], live = self.first_episodes.pop(i)
+            if self.hidden is not None:
+                self.hidden[row] = 0.0
         else:
             self.envs[i].set_state(state["env"])
             self.episode_return[i] = float(state["episode_return"])
@@ -219,8 +240,9 @@ class Executor:
             self.obs[row] = state["obs"]
             if self.hidden is not None:
                 self.hidden[row] = state["hidden"]
+            live = self._live(i) if self.live is not None else 0
         if self.live is not None:
-            self.live[row] = self._live(i)
+            self.live[row] = live
 
     def _reset_seed(self, i: int) -> int:
         return int(self.rngs[i].integers(RESET_SEED_BOUND))
@@ -237,8 +259,8 @@ class Executor:
         if len(waiting) < len(members):
             return
         waiting.clear()
-        action, row = self.action, self.row
-        actions = [int(action[row[j]]) if self.scalar_actions else action[row[j]].copy() for j in members]
+        picked = self.action[[self.row[j] for j in members]]  # fancy indexing copies: the members' actions in order
+        actions = picked.tolist() if self.scalar_actions else list(picked)
         try:
             self.env_group[i].step(actions)
         except Exception as exc:
@@ -304,11 +326,15 @@ class Executor:
         ``live``: the caller's)."""
         if self.hidden is not None:
             self.hidden[row] = 0.0
+        self._new_episode(i, self.obs[row])
+
+    def _new_episode(self, i: int, out: np.ndarray) -> None:
+        """Env ``i`` reset with the next seed of its stream, its first observation into ``out``."""
         attempts = self.faults.reset_attempts
         for attempt in range(1, attempts + 1):
             self.faults.mark(RESET, self.env_list[i], self.episode_length[i], -1)
             try:
-                self.envs[i].reset(self._reset_seed(i), self.obs[row])
+                self.envs[i].reset(self._reset_seed(i), out)
             except Exception as exc:
                 self._env_failed(i, "reset", -1, exc, last=attempt == attempts)
                 continue

@@ -14,9 +14,12 @@ import numpy as np
 
 
 class FaultyCartPole(gym.Wrapper):
-    def __init__(self, fault: str = "none", at: int = 1_000_000, every: int = 0, step_s: float = 0.0):
+    def __init__(
+        self, fault: str = "none", at: int = 1_000_000, every: int = 0, step_s: float = 0.0, first_reset_s: float = 0.0
+    ):
         super().__init__(gym.make("CartPole-v1"))
         self.fault, self.at, self.every, self.step_s = fault, at, every, step_s
+        self.first_reset_s = first_reset_s  # a slow env's first reset (Crafter builds its world)
         self.steps = 0
         self.resets = 0
 
@@ -25,6 +28,8 @@ class FaultyCartPole(gym.Wrapper):
 
     def reset(self, **kwargs):
         self.resets += 1
+        if self.resets == 1 and self.first_reset_s:
+            time.sleep(self.first_reset_s)
         if self.fault == "raise_in_reset" and self.resets == self.at:
             raise RuntimeError(f"reset {self.resets} failed on purpose")
         return self.env.reset(**kwargs)
@@ -83,6 +88,12 @@ def not_an_env():
 
 
 gym.register("FaultyCartPole-v0", entry_point="tests.helpers.faulty_envs:FaultyCartPole")
+
+
+def cartpole_failing_its_first_reset(env_index: int, fail_env: int = 1) -> gym.Env:
+    """Global env ``fail_env`` raises in its first reset, which its executor makes as it starts; the start-up
+    probe in the main process (env 0) resets plainly."""
+    return FaultyCartPole("raise_in_reset" if env_index == fail_env else "none", at=1)
 
 
 def cartpole_failing_in_first_attempt(env_index: int, fail_env: int = 4, at: int = 300) -> gym.Env:
