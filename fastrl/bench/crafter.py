@@ -62,9 +62,9 @@ def bar_chart(rates: Mapping[str, float]) -> str:
 
 
 def draw(rates: Mapping[str, float], title: str, out: str | Path) -> None:
-    from fastrl.telemetry.plot import _import_figure
+    from fastrl.telemetry.plot import import_figure
 
-    figure = _import_figure()(figsize=(9, 4.5), layout="constrained")
+    figure = import_figure()(figsize=(9, 4.5), layout="constrained")
     ax = figure.subplots()
     names = sorted(rates, key=lambda name: -rates[name])
     ax.bar(range(len(names)), [max(rates[name], 1e-2) for name in names], color="C0")
@@ -116,11 +116,11 @@ def _bare_crafter_worker(kwargs: dict, env_indices: list[int], seconds: float, b
 
 
 def bare_env_steps(kwargs: dict, envs: int, processes: int, seconds: float) -> float:
-    from fastrl.bench.references import _in_processes
+    from fastrl.bench.references import in_processes
     from fastrl.partition import split
 
     parts = [(dict(kwargs), [int(e) for e in part], seconds) for part in split(envs, processes)]
-    return sum(steps / elapsed for steps, elapsed in _in_processes(_bare_crafter_worker, parts, seconds))
+    return sum(steps / elapsed for steps, elapsed in in_processes(_bare_crafter_worker, parts, seconds))
 
 
 def speed(config: str, seconds: float, rounds: int, overrides: list[str]) -> dict:

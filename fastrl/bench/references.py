@@ -32,7 +32,7 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _in_processes(worker, args: list[tuple], seconds: float) -> list[tuple[int, float]]:
+def in_processes(worker, args: list[tuple], seconds: float) -> list[tuple[int, float]]:
     """Run ``worker(*args, barrier, results)`` in one spawned process per ``args``, started together
     at a barrier; each puts (frames, seconds) on ``results``."""
     ctx = mp.get_context("spawn")
@@ -106,7 +106,7 @@ def timed_steps(step, seconds: float, barrier) -> tuple[int, float]:
 def raw_emulator_fps(game: str = "pong", seconds: float = 5.0, processes: int | None = None) -> dict:
     """Emulator frames/s summed over ``processes`` (default: one per usable core) bare ALE loops."""
     processes = processes or _cores()
-    per_process = _in_processes(_raw_worker, [(game, seconds, i) for i in range(processes)], seconds)
+    per_process = in_processes(_raw_worker, [(game, seconds, i) for i in range(processes)], seconds)
     fps = [frames / elapsed for frames, elapsed in per_process]
     return {
         "engine": "raw ALEInterface",
@@ -151,7 +151,7 @@ def adapter_loop_fps(env_config, envs: int, processes: int, seconds: float = 5.0
     from fastrl.partition import split
 
     parts = [(env_config, [int(e) for e in part], seconds) for part in split(envs, processes)]
-    per_process = _in_processes(_adapter_worker, parts, seconds)
+    per_process = in_processes(_adapter_worker, parts, seconds)
     return {
         "engine": "fastrl env adapters, bare loop",
         "envs": envs,

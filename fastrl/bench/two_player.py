@@ -22,7 +22,7 @@ import numpy as np
 
 import fastrl
 from fastrl.bench import report
-from fastrl.bench.references import FRAME_SKIP, _in_processes, raw_emulator_fps, timed_steps
+from fastrl.bench.references import FRAME_SKIP, in_processes, raw_emulator_fps, timed_steps
 from fastrl.bench.sampling import engine_fps
 from fastrl.config import ConfigError
 from fastrl.envs import probe_env
@@ -81,7 +81,7 @@ def bare_emulators(two_player: str, one_player: str, seconds: float, overrides: 
 
     env_id = fastrl.api.resolve_config(two_player, list(overrides)).env.id
     game, _ = parse_atari_id(fastrl.api.resolve_config(one_player, list(overrides)).env.id)
-    ((frames, elapsed),) = _in_processes(_duel_worker, [(env_id, seconds, 0)], seconds)
+    ((frames, elapsed),) = in_processes(_duel_worker, [(env_id, seconds, 0)], seconds)
     duel = frames / elapsed
     single = raw_emulator_fps(game, seconds, processes=1)["fps"]
     return {"two_player_fps": round(duel, 1), "one_player_fps": round(single, 1), "ratio": round(duel / single, 3)}

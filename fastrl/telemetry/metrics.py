@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 0.5
 
 
+def _shares(delta: np.ndarray) -> dict[str, float]:
+    """Each clock's share of the time in ``delta`` (workers x clocks, seconds)."""
+    total = max(delta.sum(), 1e-9)
+    return {clock.name.lower(): round(float(delta[:, clock].sum() / total), 4) for clock in Clock}
+
+
 class StepRate:
     """A counter's rate from its last increase before one metrics line to its last before the next.
 
@@ -184,11 +190,9 @@ class Telemetry:
         if self.progress and now - self.last_progress >= PROGRESS_INTERVAL_S:
             self._progress_line(now)
 
-    def _time_split(self, since: np.ndarray, rows: slice = slice(None)) -> dict[str, float]:
-        """Share of the workers' time (``rows``: of one role's) spent on each kind of work since ``since``."""
-        delta = (self.control.timing - since)[rows]
-        total = max(delta.sum(), 1e-9)
-        return {clock.name.lower(): round(float(delta[:, clock].sum() / total), 4) for clock in Clock}
+    def _time_split(self, since: np.ndarray) -> dict[str, float]:
+        """Share of the workers' time spent on each kind of work since ``since``."""
+        return _shares(self.control.timing - since)
 
     def _time_split_by_role(self, since: np.ndarray) -> dict[str, dict[str, float]]:
         """The split of each role's workers apart: the whole run's averages a learner idle while the envs step
@@ -199,7 +203,7 @@ class Telemetry:
         roles = {"executors": slice(0, ids.executors), "actors": slice(ids.executors, actors)}
         roles["learners"] = slice(actors, ids.total)
         delta = self.control.timing - since
-        return {role: self._time_split(since, rows) for role, rows in roles.items() if delta[rows].sum() > 0}
+        return {role: _shares(delta[rows]) for role, rows in roles.items() if delta[rows].sum() > 0}
 
     def _log_line(self, now: float) -> None:
         stats = self.control.learner_stats[0]

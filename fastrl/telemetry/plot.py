@@ -98,7 +98,7 @@ def load_run(path: str | Path) -> RunCurves:
     return RunCurves(path.resolve().name, lines)
 
 
-def _import_figure():
+def import_figure():
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -130,7 +130,7 @@ def _check_x(x: str) -> None:
 def figure_of(runs: list[RunCurves], x: str = "frames"):
     """The figure of these runs (a ``matplotlib.figure.Figure``; its axes hold the curves' data)."""
     _check_x(x)
-    Figure = _import_figure()
+    Figure = import_figure()
     gala = [run for run in runs if run.learners()]
     # self-play against a pool ("elo"), or named policies rated against each other ("policy_elo")
     rated = [run for run in runs if any("elo" in line or "policy_elo" in line for line in run.lines)]
@@ -206,7 +206,7 @@ def plot_runs(runs: list[str | Path] | str | Path, x: str = "frames", out: str |
     if not paths:
         raise ConfigError("no run directory to plot")
     _check_x(x)
-    _import_figure()
+    import_figure()
     if out is not None:
         check_output(out)
     figure = figure_of([load_run(p) for p in paths], x)
