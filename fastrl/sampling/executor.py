@@ -144,7 +144,7 @@ class Executor:
     # ------------------------------------------------------------------ loop (fastrl.process.component's protocol)
 
     def start(self) -> None:
-        """Nothing to begin: the envs start on the learner's first "go"."""
+        """Nothing to begin: the envs were reset as the executor was built; they step from the learner's first "go"."""
 
     def poll(self, timeout: float) -> bool:
         """Handle every message waiting in the inbox; ``timeout`` 0 never blocks (serial mode)."""
