@@ -64,6 +64,15 @@ def test_a_reference_worker_that_dies_is_reported_at_once_not_after_the_timeout(
     assert time.monotonic() - started < 60
 
 
+def test_sampling_benches_resolve_any_mode_of_a_config_whose_algorithm_is_another_modes():
+    from fastrl.bench.sampling import sampling_layout
+
+    # crafter_ppo learns with PPO and normalised returns: async (IMPALA's mode) samples it with no algorithm
+    resolved = sampling_layout("configs/crafter_ppo.toml", ["engine.mode='async'"])
+    assert resolved.engine.mode == "async" and resolved.algo.name == "none"
+    assert isinstance(resolved.engine.executors, int) and isinstance(resolved.engine.actors, int)
+
+
 def test_sampling_bench_refuses_a_non_atari_config():
     with pytest.raises(ValueError, match="CartPole-v1"):
         measure("configs/cartpole_hts.toml", seconds=1)

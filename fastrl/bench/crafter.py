@@ -124,13 +124,11 @@ def bare_env_steps(kwargs: dict, envs: int, processes: int, seconds: float) -> f
 
 
 def speed(config: str, seconds: float, rounds: int, overrides: list[str]) -> dict:
-    import fastrl
     from fastrl.bench.references import adapter_loop_fps
-    from fastrl.bench.sampling import engine_fps
+    from fastrl.bench.sampling import engine_fps, sampling_layout
     from fastrl.config import resolved_int
-    from fastrl.process.auto_layout import resolve_layout
 
-    resolved = resolve_layout(fastrl.api.resolve_config(config, overrides))
+    resolved = sampling_layout(config, overrides)
     envs, executors = resolved.engine.envs, resolved_int(resolved.engine.executors, "engine.executors")
     runs = {
         "crafter_alone": lambda: bare_env_steps(resolved.env.kwargs, envs, executors, seconds),

@@ -28,17 +28,25 @@ from collections.abc import Sequence
 
 import fastrl
 from fastrl.bench.references import adapter_loop_fps, atari_vector_env_fps, raw_emulator_fps
-from fastrl.config import resolved_int
+from fastrl.config import Config, resolved_int
 from fastrl.envs import probe_env
 from fastrl.envs.atari import is_atari_id, parse_atari_id
 from fastrl.process.auto_layout import resolve_layout
+
+# sampling without learning: any mode takes algo "none", and no learner is there to normalise returns (PPO's key,
+# which the default job and crafter_ppo set true, would fail validation with another mode's algorithm)
+SAMPLING_ONLY = ["algo.name='none'", "algo.normalize_returns=false"]
+
+
+def sampling_layout(config: str | None, overrides: Sequence[str]) -> Config:
+    """The config as the engine samples it (``SAMPLING_ONLY``), its layout resolved: for the references' sizes."""
+    return resolve_layout(fastrl.api.resolve_config(config, [*overrides, *SAMPLING_ONLY]))
 
 
 def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         extra = [
-            "algo.name='none'",
-            "algo.normalize_returns=false",  # PPO's: no learner here (the default job sets it true)
+            *SAMPLING_ONLY,
             f"run.max_seconds={seconds}",
             "run.total_frames=1_000_000_000_000",
             "run.progress=false",
@@ -78,7 +86,7 @@ def measure(
     """``rounds`` rounds of the three measurements (a fourth with ``adapter_loop``, another with ``backend``: the
     engine again with ``env.backend`` set to it), each order rotated by one per round; ratios are taken within a
     round and the medians reported (this VM's speed drifts by 15% over a minute)."""
-    resolved = resolve_layout(fastrl.api.resolve_config(config, list(overrides)))  # the adapter loop's executors
+    resolved = sampling_layout(config, overrides)  # the adapter loop's executors
     if not is_atari_id(resolved.env.id):
         raise ValueError(f"fastrl bench sampling measures Atari configs; env.id = {resolved.env.id!r} is not one")
     if rounds < 1:

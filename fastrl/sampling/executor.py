@@ -223,7 +223,7 @@ class Executor:
             if i not in self.restored:
                 obs = np.empty_like(self.obs[0])
                 self._new_episode(i, obs)
-                first[i] = (obs, self._live(i) if self.live is not None else 0)
+                first[i] = (obs, self._live(i))
         return first
 
     def begin(self, i: int, row: int) -> None:
@@ -240,7 +240,7 @@ class Executor:
             self.obs[row] = state["obs"]
             if self.hidden is not None:
                 self.hidden[row] = state["hidden"]
-            live = self._live(i) if self.live is not None else 0
+            live = self._live(i)
         if self.live is not None:
             self.live[row] = live
 
@@ -342,7 +342,9 @@ class Executor:
             return
 
     def _live(self, i: int) -> int:
-        """How env ``i``'s row just written takes part in learning (``fastrl.envs.base``)."""
+        """How env ``i``'s row just written takes part in learning (``fastrl.envs.base``); 0 without agent rows."""
+        if self.live is None:
+            return 0
         return OPPONENT if self.unlearned[i] else self.envs[i].live  # type: ignore[attr-defined]  # multi-agent
 
     def _env_failed(self, i: int, phase: str, action, exc: Exception, last: bool = False) -> None:
