@@ -37,6 +37,7 @@ def test_run_writes_summary_metrics_config_and_checkpoint(tmp_path, mode, algo):
     assert summary["status"] == "complete"
     assert summary["frames"] == 4000
     assert {"frames", "wall_s", "fps", "final_return_mean"} <= summary.keys()
+    assert 0 < summary["env_steps"] <= 4000  # the steps before the clock started are start-up's
     assert json.loads((run_dir / "summary.json").read_text()) == summary
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert lines and lines[-1]["frames"] == 4000
@@ -45,6 +46,14 @@ def test_run_writes_summary_metrics_config_and_checkpoint(tmp_path, mode, algo):
     assert fastrl.load_config(run_dir / "config.toml").engine.mode == mode
     checkpoint = load_checkpoint(run_dir)
     assert checkpoint["frames"] == 4000 and "model" in checkpoint
+
+
+def test_the_summary_counts_the_rows_the_executors_stepped_in_training(tmp_path):
+    """The envs' own pace beside the learned frames/s: serially every step after the clock starts is learned from
+    (in processes a step may come before the clock, and hts or async leave rollouts in flight at the stop)."""
+    summary, _ = _train(tmp_path, "serial", "engine.serial=true", "run.total_frames=4000")
+    assert summary["env_steps"] == summary["frames"] == 4000  # CartPole: one frame a step
+    assert summary["env_steps_per_s"] == pytest.approx(4000 / summary["train_s"], rel=1e-2)
 
 
 @pytest.mark.parametrize("mode", ["sync", "hts"])

@@ -86,6 +86,7 @@ class Activity(IntEnum):
     STEP = 2  # that env's step within its episode
     ACTION = 3  # the action being applied
     ENV_ERRORS = 4  # env errors survived with env.on_error = "reset"
+    ENV_STEPS = 5  # agent rows stepped: the envs' own pace, frames in flight included (the summary's env_steps)
 
 
 class Phase(IntEnum):
@@ -162,3 +163,6 @@ class Control:
 
     def env_errors(self) -> int:
         return int(self.activity[:, Activity.ENV_ERRORS].sum())
+
+    def env_steps(self) -> int:
+        return int(self.activity[:, Activity.ENV_STEPS].sum())

@@ -46,7 +46,7 @@ from fastrl.partition import owner_of, split
 from fastrl.runs.checkpoint import CheckpointStore, write_env_episodes, write_env_states
 from fastrl.sampling.channels import Channels, decode_go, encode_request
 from fastrl.sampling.env_checkpoints import env_state, restored_episodes, restored_streams
-from fastrl.sampling.env_faults import ACTION, ENV, IDLE, PHASE, RESET, STEP, STEPPING, EnvFaults
+from fastrl.sampling.env_faults import ACTION, ENV, IDLE, PHASE, RESET, STEP, STEPPING, STEPS, EnvFaults
 from fastrl.sampling.row_roles import row_roles_for
 from fastrl.sampling.slot_cycles import cycle_for
 from fastrl.seeding import made_env_seed
@@ -167,13 +167,16 @@ class Executor:
         requests: dict[int, list[int]] = {}
         finished: list[int] = []
         episodes: list[tuple[int, float, int, dict | None]] = []
+        arrived = 0
         for message in messages:
             if message < 0:
                 self._start_rollout(*decode_go(message, self.learners), requests)
             else:
+                arrived += 1
                 self._arrive(self.local_of[message], requests, finished, episodes)
                 if self.pending_requests >= self.group_size:
                     self.flush(requests)  # the actor works on this group while we step the next
+        self.activity[STEPS] += arrived  # one row stepped each (a group's, once its last is in); before the report
         self.flush(requests)
         timeout = self.spec.config.reliability.queue_timeout_s
         if finished:

@@ -91,6 +91,8 @@ class Telemetry:
         self.finished_at: float | None = None
         self.last_log = self.last_progress = self.started
         self.start_frames = 0.0
+        self.ready_env_steps = 0
+        self.finished_env_steps: int | None = None
         self.frame_rate = StepRate(0.0, self.started)
         self.update_rates = [StepRate(0.0, self.started) for _ in range(self.learners)]  # gala's per-learner lines
         self.ready_timing = self.last_timing = control.timing.copy()
@@ -113,6 +115,7 @@ class Telemetry:
         self.started = self.last_log = self.last_progress = time.monotonic()
         self.ready_timing = self.last_timing = self.control.timing.copy()
         self.start_frames = self.frames  # a resumed run starts at its checkpoint's frames
+        self.ready_env_steps = self.control.env_steps()
         self.frame_rate = StepRate(self.start_frames, self.started)
         updates = self.control.learner_stats[:, Stat.UPDATES]
         self.update_rates = [StepRate(float(updates[i]), self.started) for i in range(self.learners)]
@@ -163,6 +166,7 @@ class Telemetry:
         """Training is over: wall time and fps stop here, before workers are torn down."""
         if self.finished_at is None:
             self.finished_at = time.monotonic()
+            self.finished_env_steps = self.control.env_steps()
 
     def time_is_up(self) -> bool:
         return time.monotonic() - self.started >= self.config.run.max_seconds
@@ -293,6 +297,9 @@ class Telemetry:
         now = time.monotonic()
         train_s = (self.finished_at or now) - self.started
         frames = self.frames
+        env_steps = (
+            self.control.env_steps() if self.finished_env_steps is None else self.finished_env_steps
+        ) - self.ready_env_steps
         summary: dict[str, Any] = {
             "status": status,
             "frames": int(frames),
@@ -300,6 +307,10 @@ class Telemetry:
             "startup_s": round(self.started - self.created, 3),
             "train_s": round(train_s, 3),
             "fps": round((frames - self.start_frames) / max(train_s, 1e-9), 1),
+            # the envs' own pace: rows stepped, those of rollouts still in flight at the end too (hts runs one
+            # ahead, async fills slots no batch took yet), which a short run's fps leaves out
+            "env_steps": env_steps,
+            "env_steps_per_s": round(env_steps / max(train_s, 1e-9), 1),
             "final_return_mean": finite_or_none(self.return_mean),
             "episodes": self.episodes,
             "updates": int(self.control.learner_stats[:, Stat.UPDATES].sum()),
