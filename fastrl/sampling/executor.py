@@ -167,16 +167,16 @@ class Executor:
         requests: dict[int, list[int]] = {}
         finished: list[int] = []
         episodes: list[tuple[int, float, int, dict | None]] = []
-        arrived = 0
+        arrived = len(messages)  # every message but a "go" is an env's action in: one row stepped each
         for message in messages:
             if message < 0:
+                arrived -= 1
                 self._start_rollout(*decode_go(message, self.learners), requests)
             else:
-                arrived += 1
                 self._arrive(self.local_of[message], requests, finished, episodes)
                 if self.pending_requests >= self.group_size:
                     self.flush(requests)  # the actor works on this group while we step the next
-        self.activity[STEPS] += arrived  # one row stepped each (a group's, once its last is in); before the report
+        self.activity[STEPS] += arrived  # before the report, so that the summary holds them
         self.flush(requests)
         timeout = self.spec.config.reliability.queue_timeout_s
         if finished:

@@ -207,7 +207,7 @@ class Telemetry:
         roles = {"executors": slice(0, ids.executors), "actors": slice(ids.executors, actors)}
         roles["learners"] = slice(actors, ids.total)
         delta = self.control.timing - since
-        return {role: _shares(delta[rows]) for role, rows in roles.items() if delta[rows].sum() > 0}
+        return {role: _shares(part) for role, rows in roles.items() if (part := delta[rows]).sum() > 0}
 
     def _log_line(self, now: float) -> None:
         stats = self.control.learner_stats[0]
@@ -297,9 +297,8 @@ class Telemetry:
         now = time.monotonic()
         train_s = (self.finished_at or now) - self.started
         frames = self.frames
-        env_steps = (
-            self.control.env_steps() if self.finished_env_steps is None else self.finished_env_steps
-        ) - self.ready_env_steps
+        until = self.control.env_steps() if self.finished_env_steps is None else self.finished_env_steps
+        env_steps = until - self.ready_env_steps  # those of the training time, as train_s
         summary: dict[str, Any] = {
             "status": status,
             "frames": int(frames),
