@@ -24,8 +24,11 @@ def test_sampling_bench_reports_the_engine_and_both_references_per_round(capsys)
     for row in result["rounds"]:
         assert row["fastrl_fps"] > 0 and row["raw_fps"] > 0 and row["atari_vector_env_fps"] > 0
         assert row["of_raw_emulator"] == pytest.approx(row["fastrl_fps"] / row["raw_fps"], rel=1e-2)
+        assert row["raw_fps"] == pytest.approx((row["raw_before_fps"] + row["raw_after_fps"]) / 2, rel=1e-3)
         assert row["vs_atari_vector_env"] == pytest.approx(row["fastrl_fps"] / row["atari_vector_env_fps"], rel=1e-2)
-    ratios = sorted(r["of_raw_emulator"] for r in result["rounds"])
+    counted = [r for r in result["rounds"] if r["steady"]] or result["rounds"]
+    assert result["steady_rounds"] == sum(r["steady"] for r in result["rounds"])
+    ratios = sorted(r["of_raw_emulator"] for r in counted)
     assert ratios[0] <= result["of_raw_emulator"] <= ratios[-1]
     assert set(result["fastrl"]["time_split"]) == {"env", "inference", "learning", "waiting"}
 
@@ -41,7 +44,41 @@ def test_sampling_bench_adapter_loop_reports_the_engines_share_of_its_own_envs_i
     (row,) = result["rounds"]
     assert row["of_adapter_loop"] == pytest.approx(row["fastrl_fps"] / row["adapter_loop_fps"], rel=1e-2)
     assert result["of_adapter_loop"] == row["of_adapter_loop"]
+    assert row["raw_before_fps"] > 0 and row["raw_after_fps"] > 0
     assert result["adapter_loop_of_raw_emulator"] == pytest.approx(row["adapter_loop_fps"] / row["raw_fps"], rel=1e-2)
+
+
+def _round(engine_fps: float, raw_before: float, raw_after: float) -> dict:
+    """One round of the sampling bench as measure() collects it: the engine between two raw readings."""
+    from fastrl.bench.sampling import _bracketing
+
+    def raw(fps: float) -> dict:
+        return {"processes": 2, "fps": fps, "fps_per_process": [fps * 0.45, fps * 0.55]}
+
+    engine = {"frames_per_s": engine_fps, "agent_steps_per_s": engine_fps / 4, "time_split_by_role": {}}
+    return {"fastrl": engine, "atari_vector_env": {"fps": 10_000.0}, "raw_emulator": _bracketing(raw(raw_before), raw(raw_after))}
+
+
+def test_sampling_bench_takes_each_ratio_to_the_mean_of_the_raw_readings_around_it_and_counts_steady_rounds_only():
+    from fastrl.bench.sampling import _summary
+
+    rounds = [_round(18_000, 20_000, 20_000), _round(27_000, 20_000, 30_000), _round(19_000, 21_000, 19_000)]
+    result = _summary(rounds, steady_drift=0.10, envs=16, executors=2, backend=None)
+    assert [row["steady"] for row in result["rounds"]] == [True, False, True]
+    assert result["steady_rounds"] == 2
+    assert result["rounds"][1]["raw_fps"] == 25_000 and result["rounds"][1]["of_raw_emulator"] == 1.08
+    assert result["rounds"][0]["raw_cores_spread"] == pytest.approx(0.2)
+    assert result["of_raw_emulator"] == pytest.approx((0.9 + 0.95) / 2, abs=1e-3)  # the unsteady 1.08 left out
+
+
+def test_sampling_bench_with_no_steady_round_takes_the_medians_of_all_and_says_so(caplog):
+    from fastrl.bench.sampling import _summary
+
+    rounds = [_round(18_000, 15_000, 25_000), _round(27_000, 20_000, 30_000)]
+    result = _summary(rounds, steady_drift=0.10, envs=16, executors=2, backend=None)
+    assert result["steady_rounds"] == 0
+    assert result["of_raw_emulator"] == pytest.approx((0.9 + 1.08) / 2, abs=1e-3)
+    assert "no round was steady" in caplog.text
 
 
 def test_adapter_loop_steps_every_env_of_a_generic_gymnasium_config():

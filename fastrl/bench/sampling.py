@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import tempfile
 from collections.abc import Sequence
@@ -32,6 +33,8 @@ from fastrl.config import Config, resolved_int
 from fastrl.envs import probe_env
 from fastrl.envs.atari import is_atari_id, parse_atari_id
 from fastrl.process.auto_layout import resolve_layout
+
+log = logging.getLogger(__name__)
 
 # sampling without learning: any mode takes algo "none", and no learner is there to normalise returns (PPO's key,
 # which the default job and crafter_ppo set true, would fail validation with another mode's algorithm)
@@ -78,6 +81,11 @@ def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[
     }
 
 
+# a round whose two raw readings (before and after the others) differ by more than this share of their mean ran on
+# a machine whose speed moved under it: its ratios compare the engine with a reference from another moment
+STEADY_DRIFT = 0.10
+
+
 def measure(
     config: str | None,
     seconds: float = 10.0,
@@ -86,10 +94,13 @@ def measure(
     rounds: int = 3,
     adapter_loop: bool = False,
     backend: str | None = None,
+    steady_drift: float = STEADY_DRIFT,
 ) -> dict:
-    """``rounds`` rounds of the three measurements (a fourth with ``adapter_loop``, another with ``backend``: the
-    engine again with ``env.backend`` set to it), each order rotated by one per round; ratios are taken within a
-    round and the medians reported (this VM's speed drifts by 15% over a minute)."""
+    """``rounds`` rounds of the measurements (a fourth with ``adapter_loop``, another with ``backend``: the engine
+    again with ``env.backend`` set to it), their order rotated by one per round, between two readings of the raw
+    emulator: each ratio is taken to their mean, within its round. The medians are of the steady rounds (raw
+    readings within ``steady_drift`` of each other), or of all rounds where none was steady: a VM's cores change
+    speed by a third from one minute to the next, which three rounds alone do not average out."""
     resolved = sampling_layout(config, overrides)  # the adapter loop's executors
     if not is_atari_id(resolved.env.id):
         raise ValueError(f"fastrl bench sampling measures Atari configs; env.id = {resolved.env.id!r} is not one")
@@ -98,7 +109,6 @@ def measure(
     game, _ = parse_atari_id(resolved.env.id)
     runs = {
         "fastrl": lambda: engine_fps(config, seconds, policy, list(overrides)),
-        "raw_emulator": lambda: raw_emulator_fps(game, seconds),
         "atari_vector_env": lambda: atari_vector_env_fps(game, resolved.engine.envs, seconds),
     }
     if backend is not None:
@@ -111,55 +121,104 @@ def measure(
     per_round = []
     for i in range(rounds):
         k = i % len(names)
-        order = names[k:] + names[:k]
-        per_round.append({name: runs[name]() for name in order})
-    ours = [r["fastrl"] for r in per_round]
-    of_raw = [r["fastrl"]["frames_per_s"] / r["raw_emulator"]["fps"] for r in per_round]
-    vs_vector = [r["fastrl"]["frames_per_s"] / r["atari_vector_env"]["fps"] for r in per_round]
-    median_run = sorted(ours, key=lambda r: r["frames_per_s"])[len(ours) // 2]
+        before = raw_emulator_fps(game, seconds)
+        measured = {name: runs[name]() for name in names[k:] + names[:k]}
+        per_round.append({**measured, "raw_emulator": _bracketing(before, raw_emulator_fps(game, seconds))})
+    return _summary(per_round, steady_drift, resolved.engine.envs, resolved.engine.executors, backend)
+
+
+def _raw(r: dict) -> float:
+    return r["raw_emulator"]["fps"]
+
+
+def _engine(r: dict) -> float:
+    return r["fastrl"]["frames_per_s"]
+
+
+def _vector(r: dict) -> float:
+    return r["atari_vector_env"]["fps"]
+
+
+def _loop(r: dict) -> float:
+    return r["adapter_loop"]["fps"]
+
+
+def _summary(per_round: list[dict], steady_drift: float, envs: int, executors, backend: str | None) -> dict:
+    """Medians over the steady rounds (all of them where none was), each round's own figures beside them."""
+    steady = [r for r in per_round if r["raw_emulator"]["drift"] <= steady_drift]
+    counted = steady or per_round
+    if not steady:
+        log.warning(
+            "no round was steady (raw readings within %.0f%% of each other): the medians are of all rounds, "
+            "on a machine whose speed moved under them",
+            100 * steady_drift,
+        )
+
+    def median_of(value) -> float:
+        return statistics.median(value(r) for r in counted)
+
+    def median_ratio(numerator, denominator) -> float:
+        return round(median_of(lambda r: numerator(r) / denominator(r)), 3)
+
+    ours = [r["fastrl"] for r in counted]
     result = {
         "fastrl": {
-            **median_run,
-            "frames_per_s": round(statistics.median(r["frames_per_s"] for r in ours), 1),
+            **sorted(ours, key=lambda r: r["frames_per_s"])[len(ours) // 2],
+            "frames_per_s": round(median_of(_engine), 1),
             "agent_steps_per_s": round(statistics.median(r["agent_steps_per_s"] for r in ours), 1),
         },
-        "raw_emulator": {
-            "processes": per_round[0]["raw_emulator"]["processes"],
-            "fps": round(statistics.median(r["raw_emulator"]["fps"] for r in per_round), 1),
-        },
-        "atari_vector_env": {
-            "num_envs": resolved.engine.envs,
-            "batch_size": resolved.engine.envs,
-            "fps": round(statistics.median(r["atari_vector_env"]["fps"] for r in per_round), 1),
-        },
-        "of_raw_emulator": round(statistics.median(of_raw), 3),
-        "vs_atari_vector_env": round(statistics.median(vs_vector), 3),
-        "rounds": [
-            {
-                "fastrl_fps": round(r["fastrl"]["frames_per_s"], 1),
-                "raw_fps": round(r["raw_emulator"]["fps"], 1),
-                "atari_vector_env_fps": round(r["atari_vector_env"]["fps"], 1),
-                "of_raw_emulator": round(a, 3),
-                "vs_atari_vector_env": round(b, 3),
-            }
-            for r, a, b in zip(per_round, of_raw, vs_vector)
-        ],
+        "raw_emulator": {"processes": per_round[0]["raw_emulator"]["processes"], "fps": round(median_of(_raw), 1)},
+        "atari_vector_env": {"num_envs": envs, "batch_size": envs, "fps": round(median_of(_vector), 1)},
+        "of_raw_emulator": median_ratio(_engine, _raw),
+        "vs_atari_vector_env": median_ratio(_engine, _vector),
+        "steady_rounds": len(steady),
+        "steady_drift": steady_drift,
+        "rounds": [_round_row(r, steady_drift) for r in per_round],
     }
     if backend is not None:
-        result["backend"] = _backend_result(backend, per_round)
-    if adapter_loop:
-        of_loop = [r["fastrl"]["frames_per_s"] / r["adapter_loop"]["fps"] for r in per_round]
-        result["adapter_loop"] = {
-            "processes": resolved.engine.executors,
-            "fps": round(statistics.median(r["adapter_loop"]["fps"] for r in per_round), 1),
-        }
-        result["of_adapter_loop"] = round(statistics.median(of_loop), 3)
-        result["adapter_loop_of_raw_emulator"] = round(
-            statistics.median(r["adapter_loop"]["fps"] / r["raw_emulator"]["fps"] for r in per_round), 3
-        )
-        for row, r, ratio in zip(result["rounds"], per_round, of_loop):
-            row["adapter_loop_fps"], row["of_adapter_loop"] = round(r["adapter_loop"]["fps"], 1), round(ratio, 3)
+        result["backend"] = _backend_result(backend, counted)
+    if "adapter_loop" in per_round[0]:
+        result["adapter_loop"] = {"processes": executors, "fps": round(median_of(_loop), 1)}
+        result["of_adapter_loop"] = median_ratio(_engine, _loop)
+        result["adapter_loop_of_raw_emulator"] = median_ratio(_loop, _raw)
     return result
+
+
+def _round_row(r: dict, steady_drift: float) -> dict:
+    raw = r["raw_emulator"]
+    row = {
+        "fastrl_fps": round(_engine(r), 1),
+        "raw_fps": round(_raw(r), 1),
+        "raw_before_fps": round(raw["before_fps"], 1),
+        "raw_after_fps": round(raw["after_fps"], 1),
+        "raw_cores_spread": round(raw["cores_spread"], 3),
+        "steady": raw["drift"] <= steady_drift,
+        "atari_vector_env_fps": round(_vector(r), 1),
+        "of_raw_emulator": round(_engine(r) / _raw(r), 3),
+        "vs_atari_vector_env": round(_engine(r) / _vector(r), 3),
+        "executors_waiting": r["fastrl"]["time_split_by_role"].get("executors", {}).get("waiting"),
+    }
+    if "adapter_loop" in r:
+        row["adapter_loop_fps"], row["of_adapter_loop"] = round(_loop(r), 1), round(_engine(r) / _loop(r), 3)
+    return row
+
+
+def _bracketing(before: dict, after: dict) -> dict:
+    """The raw emulator of a round, read before and after its other measurements: their mean, how far the two
+    readings lie apart (a share of the mean), and how far its processes' speeds lay apart (the cores' spread: what
+    a barrier waits for)."""
+    fps = (before["fps"] + after["fps"]) / 2
+    spreads = [
+        (max(r["fps_per_process"]) - min(r["fps_per_process"])) / (r["fps"] / r["processes"]) for r in (before, after)
+    ]
+    return {
+        "processes": before["processes"],
+        "fps": fps,
+        "before_fps": before["fps"],
+        "after_fps": after["fps"],
+        "drift": abs(after["fps"] - before["fps"]) / fps,
+        "cores_spread": statistics.mean(spreads),
+    }
 
 
 def _backend_result(name: str, per_round: list[dict]) -> dict:
@@ -228,6 +287,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=3,
         help="rounds of the three measurements; the medians of the per-round ratios are reported",
     )
+    parser.add_argument(
+        "--steady",
+        type=float,
+        default=STEADY_DRIFT,
+        metavar="SHARE",
+        help="a round counts when its raw readings before and after differ by at most this share of their mean "
+        f"(default {STEADY_DRIFT})",
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument(
         "--adapter-loop",
@@ -257,6 +324,8 @@ def run(args: argparse.Namespace) -> int:
     if args.executors:
         result = scaling(args.config, args.executors, args.envs_per_executor, args.seconds, args.policy, args.set)
     else:
-        result = measure(args.config, args.seconds, args.policy, args.set, args.rounds, args.adapter_loop, args.backend)
+        result = measure(
+            args.config, args.seconds, args.policy, args.set, args.rounds, args.adapter_loop, args.backend, args.steady
+        )
     print(json.dumps(result))
     return 0
