@@ -110,9 +110,11 @@ def test_sampling_benches_resolve_any_mode_of_a_config_whose_algorithm_is_anothe
     assert isinstance(resolved.engine.executors, int) and isinstance(resolved.engine.actors, int)
 
 
-def test_sampling_bench_refuses_a_non_atari_config():
+def test_sampling_bench_refuses_a_non_atari_config_and_bad_counts_before_measuring():
     with pytest.raises(ValueError, match="CartPole-v1"):
         measure("configs/cartpole_hts.toml", seconds=1)
+    with pytest.raises(ValueError, match="--steady"):
+        measure("configs/pong_hts.toml", rounds=1, steady_drift=0.0)
     with pytest.raises(ValueError, match="rounds"):
         measure("configs/pong_hts.toml", seconds=1, rounds=0)
 

@@ -106,6 +106,8 @@ def measure(
         raise ValueError(f"fastrl bench sampling measures Atari configs; env.id = {resolved.env.id!r} is not one")
     if rounds < 1:
         raise ValueError(f"--rounds must be at least 1, got {rounds}")
+    if not 0 < steady_drift <= 1:
+        raise ValueError(f"--steady must be a share of the raw emulator's speed in (0, 1], got {steady_drift}")
     game, _ = parse_atari_id(resolved.env.id)
     runs = {
         "fastrl": lambda: engine_fps(config, seconds, policy, list(overrides)),
