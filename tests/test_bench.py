@@ -56,7 +56,8 @@ def _round(engine_fps: float, raw_before: float, raw_after: float) -> dict:
         return {"processes": 2, "fps": fps, "fps_per_process": [fps * 0.45, fps * 0.55]}
 
     engine = {"frames_per_s": engine_fps, "agent_steps_per_s": engine_fps / 4, "time_split_by_role": {}}
-    return {"fastrl": engine, "atari_vector_env": {"fps": 10_000.0}, "raw_emulator": _bracketing(raw(raw_before), raw(raw_after))}
+    bracket = _bracketing(raw(raw_before), raw(raw_after))
+    return {"fastrl": engine, "atari_vector_env": {"fps": 10_000.0}, "raw_emulator": bracket}
 
 
 def test_sampling_bench_takes_each_ratio_to_the_mean_of_the_raw_readings_around_it_and_counts_steady_rounds_only():
