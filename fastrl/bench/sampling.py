@@ -1,9 +1,10 @@
 """How fast the whole engine collects Atari experience, against the references, in one run.
 
 Runs fastrl (executors, queues, actors, and the learner's barriers without updates) for S
-seconds with a uniform random or the config's model policy, then — in the same invocation,
-one after the other — the raw emulator on every core (the physical limit) and ale-py's
-AtariVectorEnv with the same preprocessing and number of envs. Prints one JSON line.
+seconds with a uniform random or the config's model policy and, in the same invocation, one
+after the other, ale-py's AtariVectorEnv with the same preprocessing and number of envs, both
+between two readings of the raw emulator on every core (the physical limit): rounds whose two
+readings disagree ran on a machine whose speed moved and are left out. Prints one JSON line.
 
 ``--executors 1 2 4 8 14`` measures instead how the engine scales over cores: for each count N, fastrl with
 N executors of ``--envs-per-executor`` envs each, the raw emulator in N processes (the same cores' limit)
@@ -145,7 +146,7 @@ def _loop(r: dict) -> float:
     return r["adapter_loop"]["fps"]
 
 
-def _summary(per_round: list[dict], steady_drift: float, envs: int, executors, backend: str | None) -> dict:
+def _summary(per_round: list[dict], steady_drift: float, envs: int, executors: int | str, backend: str | None) -> dict:
     """Medians over the steady rounds (all of them where none was), each round's own figures beside them."""
     steady = [r for r in per_round if r["raw_emulator"]["drift"] <= steady_drift]
     counted = steady or per_round
