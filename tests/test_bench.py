@@ -50,13 +50,13 @@ def test_sampling_bench_adapter_loop_reports_the_engines_share_of_its_own_envs_i
 
 def _round(engine_fps: float, raw_before: float, raw_after: float) -> dict:
     """One round of the sampling bench as measure() collects it: the engine between two raw readings."""
-    from fastrl.bench.sampling import _bracketing
+    from fastrl.bench.sampling import bracketing
 
     def raw(fps: float) -> dict:
         return {"processes": 2, "fps": fps, "fps_per_process": [fps * 0.45, fps * 0.55]}
 
     engine = {"frames_per_s": engine_fps, "agent_steps_per_s": engine_fps / 4, "time_split_by_role": {}}
-    bracket = _bracketing(raw(raw_before), raw(raw_after))
+    bracket = bracketing(raw(raw_before), raw(raw_after))
     return {"fastrl": engine, "atari_vector_env": {"fps": 10_000.0}, "raw_emulator": bracket}
 
 

@@ -135,3 +135,17 @@ def test_a_run_without_achievements_is_refused_by_the_score(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"frames": 10, "return_mean": 1.0}) + "\n")
     with pytest.raises(ConfigError, match="no episode with achievements"):
         success_rates(tmp_path)
+
+
+def test_the_speed_bench_counts_the_rounds_whose_two_readings_of_crafter_alone_agree():
+    from fastrl.bench.crafter import speed_summary
+
+    def round_(alone: float, drift: float, engine: float) -> dict:
+        return {"crafter_alone": alone, "alone_drift": drift, "adapter_loop": alone * 0.95, "engine": engine}
+
+    result = speed_summary([round_(1000, 0.02, 900), round_(1000, 0.30, 1300), round_(1000, 0.05, 700)])
+    assert result["steady_rounds"] == 2 and [r["steady"] for r in result["rounds"]] == [True, False, True]
+    assert result["engine_of_crafter_alone"] == 0.8  # (0.9 + 0.7) / 2: the unsteady 1.3 left out
+    assert result["steps_per_s"]["engine"] == 800 and result["adapter_loop_of_crafter_alone"] == 0.95
+    everything = speed_summary([round_(1000, 0.30, 1300), round_(1000, 0.40, 700)])  # none steady: all of them
+    assert everything["steady_rounds"] == 0 and everything["engine_of_crafter_alone"] == 1.0

@@ -9,7 +9,8 @@ DreamerV3 14.5% (Hafner 2023).
 
 ``fastrl bench crafter --speed [CONFIG]``: Crafter alone (``crafter.Env`` in a bare loop, one process per
 executor, random actions), fastrl's adapters in the same bare loops, and the engine with the config's policy (its
-model's forward, no learning), in the same rounds: the engine's steps/s as a share of the env's own.
+model's forward, no learning), in the same rounds, between two readings of Crafter alone: the engine's steps/s as a
+share of the env's own, over the rounds whose two readings agree (``fastrl bench sampling``'s rule).
 """
 
 from __future__ import annotations
@@ -115,41 +116,62 @@ def _bare_crafter_worker(kwargs: dict, env_indices: list[int], seconds: float, b
     results.put((steps, time.perf_counter() - start))
 
 
-def bare_env_steps(kwargs: dict, envs: int, processes: int, seconds: float) -> float:
+def bare_env_reading(kwargs: dict, envs: int, processes: int, seconds: float) -> dict:
+    """Crafter alone: ``envs`` envs in ``processes`` bare loops, their steps/s summed and per process."""
     from fastrl.bench.references import in_processes
     from fastrl.partition import split
 
     parts = [(dict(kwargs), [int(e) for e in part], seconds) for part in split(envs, processes)]
-    return sum(steps / elapsed for steps, elapsed in in_processes(_bare_crafter_worker, parts, seconds))
+    per_process = [steps / elapsed for steps, elapsed in in_processes(_bare_crafter_worker, parts, seconds)]
+    return {"processes": processes, "fps": sum(per_process), "fps_per_process": per_process}
 
 
 def speed(config: str, seconds: float, rounds: int, overrides: list[str]) -> dict:
+    """Each round: Crafter alone, the adapters' loop and the engine (order rotated), the first between two
+    readings of Crafter alone (as ``fastrl bench sampling`` brackets the raw emulator)."""
     from fastrl.bench.references import adapter_loop_fps
-    from fastrl.bench.sampling import engine_fps, sampling_layout
+    from fastrl.bench.sampling import bracketing, engine_fps, sampling_layout
     from fastrl.config import resolved_int
 
     resolved = sampling_layout(config, overrides)
     envs, executors = resolved.engine.envs, resolved_int(resolved.engine.executors, "engine.executors")
     runs = {
-        "crafter_alone": lambda: bare_env_steps(resolved.env.kwargs, envs, executors, seconds),
         "adapter_loop": lambda: adapter_loop_fps(resolved.env, envs, executors, seconds)["fps"],
         "engine": lambda: engine_fps(config, seconds, "model", overrides)["frames_per_s"],  # one frame a step
     }
     per_round = []
     for i in range(rounds):  # each round's order rotated by one
         names = list(runs)[i % len(runs) :] + list(runs)[: i % len(runs)]
-        per_round.append({name: runs[name]() for name in names})
-    median = {name: round(statistics.median(r[name] for r in per_round), 1) for name in runs}
+        before = bare_env_reading(resolved.env.kwargs, envs, executors, seconds)
+        measured = {name: runs[name]() for name in names}
+        alone = bracketing(before, bare_env_reading(resolved.env.kwargs, envs, executors, seconds))
+        per_round.append(
+            {
+                **measured,
+                "crafter_alone": alone["fps"],
+                "alone_drift": alone["drift"],
+                "alone_cores_spread": alone["cores_spread"],
+            }
+        )
+    return {"config": config, "envs": envs, "executors": executors, **speed_summary(per_round)}
+
+
+def speed_summary(per_round: list[dict]) -> dict:
+    """Medians over the steady rounds (Crafter alone's two readings within ``STEADY_DRIFT``; all rounds where none
+    was), each round's figures beside them."""
+    from fastrl.bench.sampling import STEADY_DRIFT
+
+    steady = [r for r in per_round if r["alone_drift"] <= STEADY_DRIFT]
+    counted = steady or per_round
+    names = ("crafter_alone", "adapter_loop", "engine")
     return {
-        "config": config,
-        "envs": envs,
-        "executors": executors,
-        "steps_per_s": median,
-        "engine_of_crafter_alone": round(statistics.median(r["engine"] / r["crafter_alone"] for r in per_round), 3),
+        "steps_per_s": {name: round(statistics.median(r[name] for r in counted), 1) for name in names},
+        "engine_of_crafter_alone": round(statistics.median(r["engine"] / r["crafter_alone"] for r in counted), 3),
         "adapter_loop_of_crafter_alone": round(
-            statistics.median(r["adapter_loop"] / r["crafter_alone"] for r in per_round), 3
+            statistics.median(r["adapter_loop"] / r["crafter_alone"] for r in counted), 3
         ),
-        "rounds": per_round,
+        "steady_rounds": len(steady),
+        "rounds": [{**r, "steady": r["alone_drift"] <= STEADY_DRIFT} for r in per_round],
     }
 
 

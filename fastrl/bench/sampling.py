@@ -126,7 +126,7 @@ def measure(
         k = i % len(names)
         before = raw_emulator_fps(game, seconds)
         measured = {name: runs[name]() for name in names[k:] + names[:k]}
-        per_round.append({**measured, "raw_emulator": _bracketing(before, raw_emulator_fps(game, seconds))})
+        per_round.append({**measured, "raw_emulator": bracketing(before, raw_emulator_fps(game, seconds))})
     return _summary(per_round, steady_drift, resolved.engine.envs, resolved.engine.executors, backend)
 
 
@@ -206,10 +206,10 @@ def _round_row(r: dict, steady_drift: float) -> dict:
     return row
 
 
-def _bracketing(before: dict, after: dict) -> dict:
-    """The raw emulator of a round, read before and after its other measurements: their mean, how far the two
-    readings lie apart (a share of the mean), and how far its processes' speeds lay apart (the cores' spread: what
-    a barrier waits for)."""
+def bracketing(before: dict, after: dict) -> dict:
+    """A reference (the raw emulator; Crafter alone) read before and after a round's other measurements: the mean of
+    its two readings, how far they lie apart (a share of the mean: ``drift``), and how far its processes' speeds lay
+    apart (``cores_spread``: what a barrier waits for). Each reading: ``processes``, ``fps``, ``fps_per_process``."""
     fps = (before["fps"] + after["fps"]) / 2
     spreads = [
         (max(r["fps_per_process"]) - min(r["fps_per_process"])) / (r["fps"] / r["processes"]) for r in (before, after)
