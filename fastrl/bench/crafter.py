@@ -127,8 +127,8 @@ def bare_env_reading(kwargs: dict, envs: int, processes: int, seconds: float) ->
 
 
 def speed(config: str, seconds: float, rounds: int, overrides: list[str]) -> dict:
-    """Each round: Crafter alone, the adapters' loop and the engine (order rotated), the first between two
-    readings of Crafter alone (as ``fastrl bench sampling`` brackets the raw emulator)."""
+    """Each round: the adapters' loop and the engine (order rotated), between two readings of Crafter alone (as
+    ``fastrl bench sampling`` brackets the raw emulator)."""
     from fastrl.bench.references import adapter_loop_fps
     from fastrl.bench.sampling import bracketing, engine_fps, sampling_layout
     from fastrl.config import resolved_int
@@ -159,10 +159,9 @@ def speed(config: str, seconds: float, rounds: int, overrides: list[str]) -> dic
 def speed_summary(per_round: list[dict]) -> dict:
     """Medians over the steady rounds (Crafter alone's two readings within ``STEADY_DRIFT``; all rounds where none
     was), each round's figures beside them."""
-    from fastrl.bench.sampling import STEADY_DRIFT
+    from fastrl.bench.sampling import STEADY_DRIFT, steady_rounds
 
-    steady = [r for r in per_round if r["alone_drift"] <= STEADY_DRIFT]
-    counted = steady or per_round
+    steady, counted = steady_rounds(per_round, lambda r: r["alone_drift"])
     names = ("crafter_alone", "adapter_loop", "engine")
     return {
         "steps_per_s": {name: round(statistics.median(r[name] for r in counted), 1) for name in names},

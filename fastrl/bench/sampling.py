@@ -130,6 +130,19 @@ def measure(
     return _summary(per_round, steady_drift, resolved.engine.envs, resolved.engine.executors, backend)
 
 
+def steady_rounds(per_round: list[dict], drift, steady_drift: float = STEADY_DRIFT) -> tuple[list[dict], list[dict]]:
+    """The rounds whose reference readings agree (``drift(round)`` within ``steady_drift``), and the rounds to take
+    medians of: those, or every round, with a warning, where none was steady."""
+    steady = [r for r in per_round if drift(r) <= steady_drift]
+    if not steady:
+        log.warning(
+            "no round was steady (reference readings within %.0f%% of each other): the medians are of all rounds, "
+            "on a machine whose speed moved under them",
+            100 * steady_drift,
+        )
+    return steady, steady or per_round
+
+
 def _raw(r: dict) -> float:
     return r["raw_emulator"]["fps"]
 
@@ -148,14 +161,7 @@ def _loop(r: dict) -> float:
 
 def _summary(per_round: list[dict], steady_drift: float, envs: int, executors: int | str, backend: str | None) -> dict:
     """Medians over the steady rounds (all of them where none was), each round's own figures beside them."""
-    steady = [r for r in per_round if r["raw_emulator"]["drift"] <= steady_drift]
-    counted = steady or per_round
-    if not steady:
-        log.warning(
-            "no round was steady (raw readings within %.0f%% of each other): the medians are of all rounds, "
-            "on a machine whose speed moved under them",
-            100 * steady_drift,
-        )
+    steady, counted = steady_rounds(per_round, lambda r: r["raw_emulator"]["drift"], steady_drift)
 
     def median_of(value) -> float:
         return statistics.median(value(r) for r in counted)
