@@ -43,6 +43,7 @@ import numpy as np
 from csrc_free_kernels.frames import make_resize_plan, stack_fill_kernel
 from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.envs.actions import ActionSpec
+from fastrl.envs.ale_state_check import warn_if_restore_is_inexact
 from fastrl.envs.atari_screen import StepScreens
 from fastrl.schema import AtariConfig
 
@@ -130,7 +131,8 @@ class AtariEnv:
         ale = ALEInterface()
         ale.setFloat("repeat_action_probability", 0.0)  # applied here instead; see the module docstring
         ale.setInt("random_seed", 0x5EED)  # unused without ALE's sticky actions; fixed, not from the clock
-        ale.loadROM(str(roms.get_rom_path(rom)))
+        self._rom_path = str(roms.get_rom_path(rom))
+        ale.loadROM(self._rom_path)
         for key, available, setter in (
             ("mode", ale.getAvailableModes(), ale.setMode),
             ("difficulty", ale.getAvailableDifficulties(), ale.setDifficulty),
@@ -301,6 +303,7 @@ class AtariEnv:
 
     def set_state(self, state: dict) -> None:
         self._emulator.restoreState(state["ale"])
+        warn_if_restore_is_inexact(self.env_id, self._rom_path, state["ale"])  # a few ROMs' states are incomplete
         self._screens.restart()
         self._rng = np.random.default_rng()
         self._rng.bit_generator.state = state["rng"]
