@@ -192,6 +192,7 @@ def _config(args: argparse.Namespace) -> int:
 def _benches() -> dict:
     """``fastrl bench NAME``: each benchmark module's ``add_arguments`` and ``run``, with its help line."""
     from fastrl.bench import (
+        ale_states,
         crafter,
         device_check,
         gala_straggler,
@@ -233,6 +234,7 @@ def _benches() -> dict:
         "suite": (suite, "a config on several Atari games and seeds: human-normalised IQM and median with intervals"),
         "invariance": (invariance, "a device's forward: rows that change with their batch, error against the CPU"),
         "device-check": (device_check, "every GPU measurement in one capped run, each step's JSON as it finishes"),
+        "ale-states": (ale_states, "per Atari ROM: does ALE's saved state go on alike elsewhere (exact resume)?"),
     }
 
 

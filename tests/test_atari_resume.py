@@ -80,10 +80,23 @@ def test_the_check_tells_whole_states_from_incomplete_ones(game, whole):
     from ale_py import roms
 
     path = str(roms.get_rom_path(game))
-    ale = ale_state_check._emulator(path)
+    ale = ale_state_check.emulator(path)
     actions = ale.getMinimalActionSet()
     for i in np.random.default_rng(4).integers(len(actions), size=800):
         ale.act(actions[i])
         if ale.game_over():
             ale.reset_game()
     assert ale_state_check.restores_exactly(path, ale.cloneState()) is whole
+
+
+def test_the_ale_states_bench_names_the_roms_whose_states_part_and_the_ones_alone_cannot_play():
+    """Combat needs two players: ALE ends its process, which the sweep reports instead of dying with it."""
+    from fastrl.bench.ale_states import sweep
+
+    result = sweep(["pong", "qbert", "combat"], states=1, frames=60)
+    assert result["roms"]["pong"] == {
+        "states": 1, "parted": 0, "flagged": 0, "false_alarms": 0, "reset_depends_on_past": False
+    }
+    assert result["roms"]["qbert"]["parted"] == result["roms"]["qbert"]["flagged"] == 1
+    assert result["roms"]["combat"] == "unplayable"
+    assert result["parted"] == ["qbert"] and result["false_alarms"] == []

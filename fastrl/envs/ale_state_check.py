@@ -29,7 +29,8 @@ PAST_FRAMES = 100  # the k-th past plays k times this many frames of other play 
 COMPARED_FRAMES = 60  # frames played on from the restored state, compared one by one
 
 
-def _emulator(rom_path: str):
+def emulator(rom_path: str):
+    """A bare emulator of ``rom_path`` without ALE's sticky actions (fastrl applies its own)."""
     from ale_py import ALEInterface, LoggerMode
 
     ALEInterface.setLoggerMode(LoggerMode.Error)
@@ -42,7 +43,7 @@ def _emulator(rom_path: str):
 def restores_exactly(rom_path: str, state) -> bool:
     """Whether ``state`` (an ``ALEState`` of ``rom_path``) steps on alike from every past tried: one scratch
     emulator restores it fresh, then again after each of ``PASTS`` stretches of other play."""
-    scratch = _emulator(rom_path)
+    scratch = emulator(rom_path)
     actions = list(scratch.getMinimalActionSet())
     rng = np.random.default_rng(0)
     compared = rng.integers(len(actions), size=COMPARED_FRAMES).tolist()
@@ -63,8 +64,13 @@ def _frames_after(ale, state, actions: list, plan: list[int]) -> list[bytes]:
     frames = []
     for i in plan:
         ale.act(actions[i])
-        frames.append(ale.getRAM().tobytes() + ale.getScreen().tobytes())
+        frames.append(frame_of(ale))
     return frames
+
+
+def frame_of(ale) -> bytes:
+    """What two emulators must agree on frame by frame: RAM and screen."""
+    return ale.getRAM().tobytes() + ale.getScreen().tobytes()
 
 
 CHECKS_PER_ROM = 3  # a ROM's states are checked at this many restores a process, until one fails
