@@ -201,6 +201,7 @@ def _benches() -> dict:
         learner,
         matches,
         multinode,
+        paired,
         policy_lag,
         references,
         sampling,
@@ -213,6 +214,7 @@ def _benches() -> dict:
 
     return {
         "sampling": (sampling, "engine vs raw emulator vs AtariVectorEnv"),
+        "paired": (paired, "settings compared by sampling speed, run in turn round after round: paired ratios"),
         "references": (references, "the Atari references alone: raw emulator on every core, AtariVectorEnv"),
         "learner": (learner, "a config's training step and actor forward: eager vs compiled, fp32 vs bf16, by threads"),
         "hts-speedup": (hts_speedup, "sync vs hts on DelayEnv (HTS-RL Claim 1)"),

@@ -289,3 +289,66 @@ def test_a_short_soak_kills_resumes_exactly_and_leaves_nothing(tmp_path, capsys)
     for phase in ("first", "resumed"):
         assert {"main", "fork-server", "learner-0", "executor-0"} <= set(result["phases"][phase]["roles"])
     assert (tmp_path / "soak" / "memory.png").stat().st_size > 0
+
+
+def _scripted_engine(monkeypatch, speeds: dict[str, list[float]]) -> list[str]:
+    """``fastrl bench paired``'s engine runs replaced by a script: variant k's i-th run gives speeds[k][i] frames/s.
+    Returns the order the variants ran in."""
+    import fastrl.bench.paired as paired
+
+    order: list[str] = []
+
+    def fake(config, seconds, policy, overrides):
+        name = overrides[-1].split("=")[1].strip("'") if overrides else "base"
+        order.append(name)
+        fps = speeds[name][sum(1 for n in order if n == name) - 1]
+        return {"frames_per_s": fps, "time_split_by_role": {"executors": {"waiting": 0.05}}}
+
+    monkeypatch.setattr(paired, "engine_fps", fake)
+    return order
+
+
+def test_the_paired_bench_alternates_the_order_and_reads_each_variant_against_the_first_of_its_round(monkeypatch):
+    from fastrl.bench.paired import measure, parse_variant
+
+    # the machine halves its speed in round 2; the second variant is 1.1x the first within every round
+    order = _scripted_engine(monkeypatch, {"sync": [100.0, 50.0, 100.0], "hts": [110.0, 55.0, 110.0]})
+    variants = [parse_variant("a: engine.mode='sync'"), parse_variant("b: engine.mode='hts'")]
+    result = measure("configs/cartpole_ppo.toml", variants, [], rounds=3, seconds=1.0, policy="random")
+    assert order == ["sync", "hts", "hts", "sync", "sync", "hts"]
+    assert result["first"] == "a" and result["variants"]["a"]["of_first"] == 1.0
+    b = result["variants"]["b"]
+    assert b["of_first"] == 1.1 and b["per_round_of_first"] == [1.1, 1.1, 1.1]
+    assert b["frames_per_s"] == 110.0 and b["overrides"] == ["engine.mode='hts'"]
+
+
+@pytest.mark.parametrize(
+    "variants,message",
+    [
+        (["a: engine.mode='sync'"], "at least two"),
+        (["a: engine.mode='sync'", "a: engine.mode='hts'"], "names must differ"),
+        (["a engine.mode='sync'", "b:"], "expected NAME: KEY=VALUE"),
+        (["a: engine.mode", "b:"], "is not KEY=VALUE"),
+        (["a:", "b: engine.nope=1"], "engine.nope"),
+        (["a:", "b: engine.mode='fast'"], "engine.mode"),
+    ],
+)
+def test_the_paired_bench_refuses_bad_variants_before_anything_runs(monkeypatch, capsys, variants, message):
+    from fastrl.cli import main
+
+    order = _scripted_engine(monkeypatch, {})
+    argv = ["bench", "paired", "configs/cartpole_ppo.toml"] + [x for v in variants for x in ("--variant", v)]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err and order == []
+
+
+@pytest.mark.slow  # two short engine runs (~9 s)
+def test_the_paired_bench_runs_the_engine_for_each_variant(capsys):
+    from fastrl.cli import main
+
+    argv = ["bench", "paired", "configs/cartpole_ppo.toml", "--rounds", "1", "--seconds", "1",
+            "--variant", "sync: engine.mode='sync'", "--variant", "hts: engine.mode='hts'"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(result["variants"]) == {"sync", "hts"} and result["machine"]["cpu"]
+    assert all(v["frames_per_s"] > 0 for v in result["variants"].values())
