@@ -18,8 +18,11 @@ only replays one saved stream. So ALE's ``repeat_action_probability`` is set to 
 adapter applies ALE's own sticky rule itself: at every emulator frame, with probability p,
 the previous frame's action is played instead of the agent's (after a reset the previous
 action is NOOP). Its uniforms come from a numpy generator seeded by the reset seed, which
-also draws the no-op count, so ``reset(seed)`` alone fixes the whole episode for a given
-action sequence, whatever the env did before, at no cost per reset.
+also draws the no-op count, so ``reset(seed)`` fixes the whole episode for a given action
+sequence at no cost per reset, whatever the env did before wherever ALE's ``reset_game``
+forgets the episodes before it: on some ROMs it does not (``fastrl bench ale-states``: 13 of
+104 with one past, Seaquest among them), and resets stay ALE's own all the same (why:
+docs/results, "why resets stay ALE's").
 
 Episodic life (``episodic_life``): losing a life ends the return for learning (``done``) but
 not the game (``episode_over`` stays False, the executor does not reset); as after a reset,
