@@ -21,7 +21,7 @@ action is NOOP). Its uniforms come from a numpy generator seeded by the reset se
 also draws the no-op count, so ``reset(seed)`` fixes the whole episode for a given action
 sequence at no cost per reset, whatever the env did before wherever ALE's ``reset_game``
 forgets the episodes before it: on some ROMs it does not (``fastrl bench ale-states``: 13 of
-104 with one past, Seaquest among them), and resets stay ALE's own all the same (why:
+104 with one past, Frostbite among them; Seaquest with longer ones), and resets stay ALE's own all the same (why:
 docs/results, "why resets stay ALE's").
 
 Episodic life (``episodic_life``): losing a life ends the return for learning (``done``) but
