@@ -20,9 +20,9 @@ the previous frame's action is played instead of the agent's (after a reset the 
 action is NOOP). Its uniforms come from a numpy generator seeded by the reset seed, which
 also draws the no-op count, so ``reset(seed)`` fixes the whole episode for a given action
 sequence at no cost per reset, whatever the env did before wherever ALE's ``reset_game``
-forgets the episodes before it: on some ROMs it does not (``fastrl bench ale-states``: 13 of
-104 with one past, Frostbite among them; Seaquest with longer ones), and resets stay ALE's own all the same (why:
-docs/results, "why resets stay ALE's").
+forgets the episodes before it. On some ROMs it does not (``fastrl bench ale-states``: 13
+of 104 with one past, Frostbite among them; Seaquest with longer ones); resets stay ALE's
+own all the same (why: docs/results, "why resets stay ALE's").
 
 Episodic life (``episodic_life``): losing a life ends the return for learning (``done``) but
 not the game (``episode_over`` stays False, the executor does not reset); as after a reset,
