@@ -43,7 +43,7 @@ def _parts(saved, other, actions: list, plan: list[int]) -> bool:
 def _rom_worker(rom: str, states: int, frames: int, results) -> None:
     from ale_py import roms
 
-    from fastrl.envs.ale_state_check import emulator, restores_exactly
+    from fastrl.envs.ale_state_check import emulator, play, restores_exactly
 
     path = str(roms.get_rom_path(rom))
     saved = emulator(path)
@@ -51,10 +51,7 @@ def _rom_worker(rom: str, states: int, frames: int, results) -> None:
     rng = np.random.default_rng(11)
     parted = flagged = false_alarms = 0
     for _ in range(states):
-        for i in rng.integers(len(actions), size=PLAY_BETWEEN).tolist():
-            saved.act(actions[i])
-            if saved.game_over():
-                saved.reset_game()
+        play(saved, actions, rng.integers(len(actions), size=PLAY_BETWEEN).tolist())
         state = saved.cloneState()
         flag = not restores_exactly(path, state)
         other = emulator(path)

@@ -65,12 +65,11 @@ def _result(results, procs, deadline: float) -> tuple[int, float]:
 
 
 def _raw_worker(game: str, seconds: float, seed: int, barrier, results) -> None:
-    from ale_py import ALEInterface, LoggerMode, roms
+    from ale_py import roms
 
-    ALEInterface.setLoggerMode(LoggerMode.Error)
-    ale = ALEInterface()
-    ale.setFloat("repeat_action_probability", 0.0)
-    ale.loadROM(str(roms.get_rom_path(game)))
+    from fastrl.envs.ale_state_check import emulator
+
+    ale = emulator(str(roms.get_rom_path(game)))
     ale.reset_game()
     actions = [a.value for a in ale.getMinimalActionSet()]
     plan = np.random.default_rng(seed).integers(len(actions), size=4096)

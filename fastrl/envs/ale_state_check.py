@@ -49,13 +49,18 @@ def restores_exactly(rom_path: str, state) -> bool:
     compared = rng.integers(len(actions), size=COMPARED_FRAMES).tolist()
     first = _frames_after(scratch, state, actions, compared)
     for past in range(1, PASTS + 1):
-        for i in rng.integers(len(actions), size=PAST_FRAMES * past).tolist():
-            scratch.act(actions[i])
-            if scratch.game_over():
-                scratch.reset_game()
+        play(scratch, actions, rng.integers(len(actions), size=PAST_FRAMES * past).tolist())
         if _frames_after(scratch, state, actions, compared) != first:
             return False
     return True
+
+
+def play(ale, actions: list, plan: list[int]) -> None:
+    """One frame of ``actions[i]`` for each ``i`` of ``plan``, a new game wherever one ends."""
+    for i in plan:
+        ale.act(actions[i])
+        if ale.game_over():
+            ale.reset_game()
 
 
 def _frames_after(ale, state, actions: list, plan: list[int]) -> list[bytes]:
