@@ -64,7 +64,9 @@ def _result(results, procs, deadline: float) -> tuple[int, float]:
                 raise TimeoutError("a reference worker did not report within its time plus 120 s") from None
 
 
-def _raw_worker(game: str, seconds: float, seed: int, barrier, results) -> None:
+def raw_stepper(game: str, seed: int):
+    """A bare emulator of ``game`` and its ``step(i)``: FRAME_SKIP ``act`` calls with the i-th of 4,096 random actions
+    (drawn from ``seed``), one ``getScreenGrayscale`` into a preallocated buffer, ALE's own reset at game over."""
     from ale_py import roms
 
     from fastrl.envs.ale_state_check import emulator
@@ -84,7 +86,11 @@ def _raw_worker(game: str, seconds: float, seed: int, barrier, results) -> None:
         if ale.game_over():
             ale.reset_game()
 
-    results.put(timed_steps(step, seconds, barrier))
+    return step
+
+
+def _raw_worker(game: str, seconds: float, seed: int, barrier, results) -> None:
+    results.put(timed_steps(raw_stepper(game, seed), seconds, barrier))
 
 
 def timed_steps(step, seconds: float, barrier) -> tuple[int, float]:
@@ -118,7 +124,9 @@ def raw_emulator_fps(game: str = "pong", seconds: float = 5.0, processes: int | 
     }
 
 
-def _adapter_worker(env_config, env_indices: list[int], seconds: float, barrier, results) -> None:
+def adapter_round(env_config, env_indices: list[int]):
+    """``env_config``'s adapters for ``env_indices``, reset, and ``step_all(k)``: every env stepped once in turn with
+    the k-th random action of a plan, reset where its episode ended; (step_all, emulator frames an agent step)."""
     from fastrl.envs import make_env
 
     envs = [make_env(env_config, e) for e in env_indices]
@@ -127,22 +135,30 @@ def _adapter_worker(env_config, env_indices: list[int], seconds: float, barrier,
     for i, env in enumerate(envs):
         env.reset(i, rows[i, 0])
     plan = np.random.default_rng(env_indices[0]).integers(envs[0].n_actions, size=4096).tolist()
-    frames_per_step = getattr(envs[0], "frames_per_step", 1)
     position = [0] * len(envs)
-    barrier.wait(timeout=120)
-    start = time.perf_counter()
-    deadline = start + seconds
-    steps = 0
-    while True:
+
+    def step_all(k: int) -> None:
         for i, env in enumerate(envs):
             p = position[i]
             q = position[i] = (p + 1) % ring
-            if env.step(plan[steps & 4095], rows[i, p], rows[i, q])[3]:
-                env.reset(steps, rows[i, q])
-            steps += 1
+            if env.step(plan[(k * len(envs) + i) & 4095], rows[i, p], rows[i, q])[3]:
+                env.reset(k * len(envs) + i, rows[i, q])
+
+    return step_all, getattr(envs[0], "frames_per_step", 1)
+
+
+def _adapter_worker(env_config, env_indices: list[int], seconds: float, barrier, results) -> None:
+    step_all, frames_per_step = adapter_round(env_config, env_indices)
+    barrier.wait(timeout=120)
+    start = time.perf_counter()
+    deadline = start + seconds
+    rounds = 0
+    while True:
+        step_all(rounds)
+        rounds += 1
         if time.perf_counter() >= deadline:
             break
-    results.put((steps * frames_per_step, time.perf_counter() - start))
+    results.put((rounds * len(env_indices) * frames_per_step, time.perf_counter() - start))
 
 
 def adapter_loop_fps(env_config, envs: int, processes: int, seconds: float = 5.0) -> dict:
