@@ -197,6 +197,7 @@ def _benches() -> dict:
         device_check,
         gala_straggler,
         hts_speedup,
+        instructions,
         invariance,
         learner,
         matches,
@@ -215,6 +216,10 @@ def _benches() -> dict:
     return {
         "sampling": (sampling, "engine vs raw emulator vs AtariVectorEnv"),
         "paired": (paired, "settings compared by sampling speed, run in turn round after round: paired ratios"),
+        "instructions": (
+            instructions,
+            "instructions and simulated cache misses an agent step under cachegrind: raw emulator, adapters, engine",
+        ),
         "references": (references, "the Atari references alone: raw emulator on every core, AtariVectorEnv"),
         "learner": (learner, "a config's training step and actor forward: eager vs compiled, fp32 vs bf16, by threads"),
         "hts-speedup": (hts_speedup, "sync vs hts on DelayEnv (HTS-RL Claim 1)"),
