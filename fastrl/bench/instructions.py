@@ -15,7 +15,8 @@ and the same split by what executes them (the emulator's named code, memory copi
 code without symbols: numba's kernels and ALE's unnamed parts). A count is not a time (the interpreter retires
 fewer instructions a cycle than the emulator, and a cache miss costs what the machine's memory makes it), so this
 bench says where the work is and whether a change added any; ``fastrl bench sampling`` and ``paired`` say how
-fast it runs.
+fast it runs. numba's kernels are compiled for x86-64-v3 (AVX2) in every run, natively and under valgrind (which
+runs no AVX-512), so their counts are those of that build, not of this CPU's own.
 
     fastrl bench instructions configs/pong_sync.toml --envs 8 --steps 300
 
@@ -28,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -175,16 +177,40 @@ def per_step(long: Counter, short: Counter, steps: int) -> dict[str, float]:
 # ---------------------------------------------------------------- the parent
 
 
-def _count(part: str, steps: int, args: argparse.Namespace, workdir: str, l2: str) -> tuple[str, int]:
-    """One run of ``part`` under cachegrind: (its out file, agent steps taken)."""
-    out, report = (os.path.join(workdir, f"{part}-{steps}.{ext}") for ext in ("cg", "json"))
+# What every child runs with. numba compiles for the CPU it sees and keys its cache by it; valgrind shows another
+# CPU (it runs no AVX-512). One fixed target, natively and under valgrind, so that both runs of a part load the
+# kernels the native warm-up cached instead of compiling them, at different moments, inside the counts. And one
+# thread for OpenBLAS and OpenMP: their idle workers spin for as long as timing makes them, noise in any count.
+CHILD_ENV = {
+    "NUMBA_CPU_NAME": "x86-64-v3" if platform.machine() in ("x86_64", "AMD64") else "generic",
+    "NUMBA_CPU_FEATURES": "",  # the target's own
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+}
+
+
+def _child(part: str, steps: int, args: argparse.Namespace, report: str, prefix: list[str]) -> None:
+    """Run ``part``'s loop in a process of its own (after ``prefix``: valgrind's command, or nothing); its steps in
+    ``report``."""
     child = [sys.executable, "-m", "fastrl.bench.instructions", "--child", part, "--child-steps", str(steps)]
     child += ["--child-report", report, "--envs", str(args.envs), *(f"--set={o}" for o in args.set)]
     child += [args.config] if args.config else []
-    valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--LL={l2}", f"--cachegrind-out-file={out}"]
-    done = subprocess.run([*valgrind, *child], capture_output=True, text=True)
+    done = subprocess.run([*prefix, *child], capture_output=True, text=True, env=os.environ | CHILD_ENV)
     if done.returncode != 0:
-        raise RuntimeError(f"{part} under cachegrind exited with {done.returncode}:\n{done.stderr[-3000:]}")
+        where = "under cachegrind" if prefix else "natively"
+        raise RuntimeError(f"{part} {where} exited with {done.returncode}:\n{done.stderr[-3000:]}")
+
+
+def _count(part: str, steps: int, args: argparse.Namespace, workdir: str, l2: str) -> tuple[str, int]:
+    """One run of ``part`` under cachegrind: (its out file, agent steps taken)."""
+    out, report = (os.path.join(workdir, f"{part}-{steps}.{ext}") for ext in ("cg", "json"))
+    _child(
+        part,
+        steps,
+        args,
+        report,
+        ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--LL={l2}", f"--cachegrind-out-file={out}"],
+    )
     with open(report) as f:
         return out, json.load(f)["steps"]
 
@@ -193,9 +219,9 @@ def measure(args: argparse.Namespace) -> dict:
     from fastrl.bench.machine import machine_info
 
     l2 = args.l2 or this_machines_l2()
-    for part in args.parts:  # natively first: numba's kernels compiled into its cache, not under valgrind
-        step_loop(part, args.config, args.set, min(args.envs, 2), 1 if part != "engine" else 0)
     with tempfile.TemporaryDirectory() as workdir, ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        for part in args.parts:  # natively first: the kernels compiled into numba's cache, not inside the counts
+            _child(part, 1, args, os.path.join(workdir, f"{part}-warm.json"), [])
         longest_first = sorted(args.parts, key=lambda part: part != "engine")  # the engine's imports take minutes
         runs = {
             (part, steps): pool.submit(_count, part, steps, args, workdir, l2)
@@ -263,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _child() -> None:
+def _child_main() -> None:
     """``python -m fastrl.bench.instructions --child PART ...``: the loop valgrind counts; its steps into a file."""
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -277,4 +303,4 @@ def _child() -> None:
 
 
 if __name__ == "__main__":
-    _child()
+    _child_main()
