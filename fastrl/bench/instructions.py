@@ -45,7 +45,8 @@ _PYTHON_SOURCES = ("/Python/", "/Objects/", "/Include/", "/Modules/", "/Parser/"
 
 
 def this_machines_l2() -> str:
-    """``SIZE,ASSOC,LINE`` of one core's L2 (sysfs), for cachegrind's last level; 1 MiB, 8-way, 64 B if unknown."""
+    """``SIZE,ASSOC,LINE`` of one core's L2 (sysfs), for cachegrind's last level; 1 MiB, 8-way, 64 B if unknown or
+    of a geometry cachegrind cannot simulate."""
     base = "/sys/devices/system/cpu/cpu0/cache/index2"
     try:
         with open(f"{base}/size") as f:
@@ -57,7 +58,12 @@ def this_machines_l2() -> str:
     except (OSError, ValueError):
         return "1048576,8,64"
     scale = {"K": 1024, "M": 1024 * 1024}.get(size[-1:], 1)
-    return f"{int(size.rstrip('KM')) * scale},{ways},{line}"
+    l2 = f"{int(size.rstrip('KM')) * scale},{ways},{line}"
+    try:
+        check_cache(l2)
+    except ValueError:  # a geometry cachegrind cannot simulate (sets not a power of two)
+        return "1048576,8,64"
+    return l2
 
 
 # ---------------------------------------------------------------- what runs under valgrind
@@ -264,9 +270,22 @@ def check(args: argparse.Namespace) -> None:
     unknown = sorted(set(args.parts) - set(PARTS))
     if unknown:
         raise ValueError(f"--parts {unknown} unknown; choose from {', '.join(PARTS)}")
+    if args.l2 is not None:
+        check_cache(args.l2)
     config = fastrl.api.resolve_config(args.config, [*args.set, *SAMPLING_ONLY])  # ConfigError names the key
     if not is_atari_id(config.env.id):
         raise ValueError(f"env.id {config.env.id!r} is not an Atari id: the raw part needs an ALE game")
+
+
+def check_cache(text: str) -> None:
+    """``SIZE,ASSOC,LINE`` as cachegrind takes a cache: positive integers, a power-of-two line and number of sets."""
+    try:
+        size, ways, line = (int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"--l2 {text!r}: expected SIZE,ASSOC,LINE in bytes, e.g. 1048576,8,64") from None
+    sets = size // (ways * line) if min(size, ways, line) > 0 else 0
+    if sets < 1 or size != sets * ways * line or sets & (sets - 1) or line & (line - 1):
+        raise ValueError(f"--l2 {text!r}: SIZE must be ASSOC x LINE x a power of two, and LINE a power of two")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -285,6 +304,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"fastrl bench instructions: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # a child failed: its own error, from its stderr
+        print(f"fastrl bench instructions: {exc}", file=sys.stderr)
+        return 1
     print(json.dumps(result))
     return 0
 
