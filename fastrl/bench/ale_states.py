@@ -30,14 +30,9 @@ PLAY_BETWEEN = 500  # random frames played before each state is taken
 
 def _parts(saved, other, actions: list, plan: list[int]) -> bool:
     """Whether two emulators part within ``plan``'s frames (RAM or screen)."""
-    from fastrl.envs.ale_state_check import frame_of
+    from fastrl.envs.ale_state_check import played_frames
 
-    for i in plan:
-        saved.act(actions[i])
-        other.act(actions[i])
-        if frame_of(saved) != frame_of(other):
-            return True
-    return False
+    return played_frames(saved, actions, plan) != played_frames(other, actions, plan)
 
 
 def _rom_worker(rom: str, states: int, frames: int, results) -> None:

@@ -66,6 +66,11 @@ def play(ale, actions: list, plan: list[int]) -> None:
 def _frames_after(ale, state, actions: list, plan: list[int]) -> list[bytes]:
     """RAM and screen of each frame ``plan`` plays from ``state``."""
     ale.restoreState(state)
+    return played_frames(ale, actions, plan)
+
+
+def played_frames(ale, actions: list, plan: list[int]) -> list[bytes]:
+    """RAM and screen of each frame ``plan`` plays from where ``ale`` is (no reset at a game's end: compared as is)."""
     frames = []
     for i in plan:
         ale.act(actions[i])
