@@ -24,9 +24,10 @@ __all__ = [
     "shutdown",
     "train",
 ]
+DISTRIBUTION = "fastrl-engine"  # the name pip knows it by: PyPI's "fastrl" is another project
 try:  # the version is pyproject.toml's, written once
     from importlib.metadata import version as _version
 
-    __version__ = _version("fastrl")
+    __version__ = _version(DISTRIBUTION)
 except Exception:  # a checkout on sys.path that was never installed
     __version__ = "0+unknown"

@@ -56,7 +56,7 @@ def export_policy(
     greedy: bool = False,
     trust_code: bool = False,
 ):
-    """Write a run's trained policy as an ONNX (``format="onnx"``, the ``fastrl[export]`` extra) or TorchScript
+    """Write a run's trained policy as an ONNX (``format="onnx"``, the ``fastrl-engine[export]`` extra) or TorchScript
     file that runs without fastrl: raw observation in (and an LSTM's state), logits or a Gaussian's mean and
     log-std, the value (and the state) out; ``greedy`` adds the greedy action as the first output. The
     normalisers are inside. ``target``, ``params`` and ``trust_code`` as ``load_policy``'s; ``out`` defaults to

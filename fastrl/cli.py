@@ -268,6 +268,7 @@ def build_parser(with_benches: bool = True) -> argparse.ArgumentParser:
     torch (~2 s), which a command that never runs a benchmark (``--help``, a config refused) should not wait for."""
     parser = argparse.ArgumentParser(prog="fastrl", description="shared-memory high-throughput deep RL")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument("--version", action="version", version=_version_line())
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train an agent (no CONFIG: the default config)")
     train.add_argument("config", nargs="?", help="a TOML config file, or a shipped config by name (fastrl configs)")
@@ -311,7 +312,7 @@ def build_parser(with_benches: bool = True) -> argparse.ArgumentParser:
         "--video",
         metavar="FILE",
         help="record the episodes into FILE.mp4 or FILE.gif "
-        "(Atari: the emulator's colour screen); needs pip install 'fastrl[video]'",
+        "(Atari: the emulator's colour screen); needs pip install 'fastrl-engine[video]'",
     )
     _add_trust_code(evaluate)
     evaluate.set_defaults(func=_eval)
@@ -325,7 +326,7 @@ def build_parser(with_benches: bool = True) -> argparse.ArgumentParser:
         "--format",
         choices=("onnx", "torchscript"),
         default="onnx",
-        help="onnx (needs pip install 'fastrl[export]') or torchscript (default onnx)",
+        help="onnx (needs pip install 'fastrl-engine[export]') or torchscript (default onnx)",
     )
     export.add_argument("--out", metavar="FILE", help="where to write (default RUN/policy.onnx or RUN/policy.pt)")
     export.add_argument(
@@ -351,7 +352,7 @@ def build_parser(with_benches: bool = True) -> argparse.ArgumentParser:
         "--out",
         metavar="FILE.png",
         help="where to write (default RUN/plot.png for one run, "
-        "./plot.png for several); .pdf and .svg work too; needs pip install 'fastrl[plot]'",
+        "./plot.png for several); .pdf and .svg work too; needs pip install 'fastrl-engine[plot]'",
     )
     plot.set_defaults(func=_plot)
     cleanup = sub.add_parser("cleanup", help="free the shared memory left in /dev/shm by runs that were killed")
@@ -374,6 +375,12 @@ def build_parser(with_benches: bool = True) -> argparse.ArgumentParser:
     )
     config.set_defaults(func=_config)
     return parser
+
+
+def _version_line() -> str:
+    import fastrl
+
+    return f"fastrl {fastrl.__version__} (distribution {fastrl.DISTRIBUTION}, Python {sys.version.split()[0]})"
 
 
 def main(argv: list[str] | None = None) -> int:

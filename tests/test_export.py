@@ -132,7 +132,7 @@ def test_bad_input_is_named_before_anything_is_written(pong_run, tmp_path, monke
     with pytest.raises(ConfigError, match=r"needs onnxruntime: pip install 'fastrl\[export\]'"):
         fastrl.export_policy(pong_run, "onnx")
     assert cli.main(["export", str(pong_run), "--format", "onnx"]) == 2
-    assert "fastrl[export]" in capsys.readouterr().err
+    assert "fastrl-engine[export]" in capsys.readouterr().err
     assert not (pong_run / "policy.onnx").exists()
 
 

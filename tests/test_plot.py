@@ -133,7 +133,7 @@ def test_bad_input_is_refused_with_the_reason(tmp_path, two_runs, capsys):
 def test_missing_matplotlib_names_the_extra(two_runs, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # as if matplotlib were not installed
     assert main(["plot", str(two_runs[0]), "--out", str(two_runs[0] / "none.png")]) == 2
-    assert "pip install 'fastrl[plot]'" in capsys.readouterr().err
+    assert "pip install 'fastrl-engine[plot]'" in capsys.readouterr().err
 
 
 def test_an_envs_own_figures_per_episode_get_a_panel_of_their_means(tmp_path):

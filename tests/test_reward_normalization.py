@@ -185,7 +185,7 @@ def test_async_impala_scales_every_batch_by_its_envs(tmp_path):
 
 
 def test_hopper_smoke(tmp_path, monkeypatch):
-    pytest.importorskip("mujoco", reason="MuJoCo is not installed: pip install 'fastrl[mujoco]'")
+    pytest.importorskip("mujoco", reason="MuJoCo is not installed: pip install 'fastrl-engine[mujoco]'")
     monkeypatch.chdir(tmp_path)  # MuJoCo writes its warnings to MUJOCO_LOG.TXT in the working directory
     summary, run = _train(tmp_path, "hopper", "engine.serial=true", "engine.rollout=64", "run.total_frames=2048",
                           "algo.epochs=2", "algo.minibatches=4", "model.normalize_obs=true", env="Hopper-v5")

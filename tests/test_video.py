@@ -79,5 +79,5 @@ def test_bad_video_input_is_refused_before_playing(tmp_path, monkeypatch, capsys
         fastrl.evaluate(run, episodes=1, video=tmp_path / "x.avi")
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # as if the extra were not installed
     assert main(["eval", str(run), "--video", str(tmp_path / "x.mp4")]) == 2
-    assert "pip install 'fastrl[video]'" in capsys.readouterr().err
+    assert "pip install 'fastrl-engine[video]'" in capsys.readouterr().err
     assert not (tmp_path / "x.mp4").exists()

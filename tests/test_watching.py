@@ -123,7 +123,7 @@ def test_wandb_missing_is_bad_input_naming_the_package(tmp_path, capsys):
     assert not (tmp_path / "run").exists()  # refused before anything was created
     sets = [arg for override in overrides for arg in ("--set", override)]
     assert main(["train", "--run-dir", str(tmp_path / "run"), *sets]) == 2
-    assert "pip install 'fastrl[wandb]'" in capsys.readouterr().err
+    assert "pip install 'fastrl-engine[wandb]'" in capsys.readouterr().err
 
 
 class _FakeWandb(types.ModuleType):

@@ -269,7 +269,7 @@ def _plot(out: Path, runs: list[dict], machine: dict) -> None:
     try:
         plot_suite(runs, machine, out / "suite.png")
     except ImportError:
-        log.warning("no suite.png: the figure needs matplotlib (pip install 'fastrl[plot]')")
+        log.warning("no suite.png: the figure needs matplotlib (pip install 'fastrl-engine[plot]')")
 
 
 def plot_suite(runs: list[dict], machine: dict, path: Path) -> Path:

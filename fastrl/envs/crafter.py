@@ -1,4 +1,4 @@
-"""Crafter (Hafner 2021; ``pip install 'fastrl[crafter]'``): an open world of 64x64 RGB frames, 17 actions and 22
+"""Crafter (Hafner 2021; ``pip install 'fastrl-engine[crafter]'``): an open world of 64x64 RGB frames, 17 actions and 22
 achievements, behind the executor's adapter protocol (``fastrl.envs.base``).
 
 Ids: ``crafter`` and ``CrafterReward-v1`` (the benchmark's reward: +1 for each achievement unlocked the first time
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 NAME = "crafter"
 IDS = {"crafter": True, "CrafterReward-v1": True, "CrafterNoReward-v1": False}  # id -> whether it rewards
-INSTALL = "pip install 'fastrl[crafter]'"
+INSTALL = "pip install 'fastrl-engine[crafter]'"
 
 
 def _crafter():

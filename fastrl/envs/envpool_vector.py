@@ -1,5 +1,5 @@
 """``env.backend = "envpool"``: envpool's C++ vector envs as an executor backend (the optional extra
-``pip install 'fastrl[envpool]'``), added through the plug-in point (``register_env_backend`` with ``make_group``)
+``pip install 'fastrl-engine[envpool]'``), added through the plug-in point (``register_env_backend`` with ``make_group``)
 like ``ale_vector``.
 
 Each executor's env group (``engine.env_groups`` splits an executor's envs) is one envpool whose C++ threads step
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from fastrl.envs.obs_layout import ObsLayout
 
 NAME = "envpool"
-INSTALL = "pip install 'fastrl[envpool]'"
+INSTALL = "pip install 'fastrl-engine[envpool]'"
 
 
 def _envpool():

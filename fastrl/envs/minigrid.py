@@ -12,7 +12,7 @@ colour, state), far below the Nature CNN's 36x36, and its values are categories,
   ``gymnasium.spaces.flatten``'s 147 cell values plus the direction one-hot (4) and ``model = "auto"``
   is the MLP, with ``model.normalize_obs`` scaling each cell's index.
 
-``minigrid`` is the optional extra ``fastrl[minigrid]``; an id of it without the package installed is
+``minigrid`` is the optional extra ``fastrl-engine[minigrid]``; an id of it without the package installed is
 a clear error naming the extra.
 """
 
@@ -60,7 +60,7 @@ def make_minigrid(env_id: str, **kwargs) -> gym.Env:
         import minigrid  # noqa: F401  (importing it registers the MiniGrid ids)
     except ImportError:
         raise UnsupportedEnvError(
-            f"env.id = {env_id!r} needs the minigrid package: pip install 'fastrl[minigrid]'"
+            f"env.id = {env_id!r} needs the minigrid package: pip install 'fastrl-engine[minigrid]'"
         ) from None
     if env_id not in gym.registry:
         import difflib

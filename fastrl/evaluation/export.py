@@ -16,7 +16,7 @@ that need no fastrl code after them:
   ``hidden_out``; with ``greedy``, ``action`` first: the argmax (per dimension) or the mean.
 
 Both formats are traced from the eager model ``fastrl.load_policy`` returns, so a compiled run's
-checkpoint exports as any other. ``onnx`` needs the ``fastrl[export]`` extra (onnx, onnxscript,
+checkpoint exports as any other. ``onnx`` needs the ``fastrl-engine[export]`` extra (onnx, onnxscript,
 onnxruntime: the exported file is checked against the eager model with onnxruntime before it is
 kept); ``torchscript`` needs only torch (``torch.jit.load`` in Python, ``torch::jit::load`` in C++).
 """
@@ -155,7 +155,7 @@ def export_policy(
 def _require_onnx() -> None:
     missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if not _importable(name)]
     if missing:
-        raise ConfigError(f"format = 'onnx' needs {', '.join(missing)}: pip install 'fastrl[export]'")
+        raise ConfigError(f"format = 'onnx' needs {', '.join(missing)}: pip install 'fastrl-engine[export]'")
 
 
 def _importable(name: str) -> bool:

@@ -65,7 +65,7 @@ def evaluate(
     (as in training) or, with ``greedy``, its argmax (a Gaussian's mean, for Box actions). ``max_steps``
     cuts an episode after that many agent steps (counted in ``truncated``). ``video``: a
     ``.mp4``/``.gif`` path to record the episodes into (Atari: the emulator's colour screen; other envs:
-    ``render_mode="rgb_array"``); it needs the ``fastrl[video]`` extra; the result then also holds
+    ``render_mode="rgb_array"``); it needs the ``fastrl-engine[video]`` extra; the result then also holds
     ``video`` and ``video_frames``. ``trust_code``: import and call a ``module:factory`` env or model the
     checkpoint's config names (refused otherwise: the checkpoint may be someone else's). ``env_id``: play
     on another env, made with the run's other env settings (``env.atari``...), whose rows are the trained

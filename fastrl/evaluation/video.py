@@ -7,7 +7,7 @@ not the 84 x 84 gray observation, at 60 / frame_skip frames per second. Other en
 imageio writes ``.mp4`` (libx264 through imageio-ffmpeg, whose wheel carries ffmpeg) and
 ``.gif`` (through Pillow; Pillow merges identical consecutive frames of a GIF into one longer
 frame, so a GIF's frame count can be lower while its total duration stays exact). They are
-the optional extra ``fastrl[video]``; a missing one is a ``ConfigError`` that names it.
+the optional extra ``fastrl-engine[video]``; a missing one is a ``ConfigError`` that names it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fastrl.config import ConfigError, EnvConfig
 
 SUFFIXES = (".mp4", ".gif")
 ATARI_HZ = 60.0  # NTSC frames per second of the emulator
-_EXTRA = "pip install 'fastrl[video]' (imageio, imageio-ffmpeg, and pygame for the classic-control envs)"
+_EXTRA = "pip install 'fastrl-engine[video]' (imageio, imageio-ffmpeg, and pygame for the classic-control envs)"
 
 
 def check_video_path(path: str | Path) -> Path:

@@ -202,7 +202,7 @@ class RunConfig:
         "the episode returns as a histogram; view with `tensorboard --logdir RUN_DIR/tb`",
     )
     wandb: bool = _f(
-        False, "also log every metrics.jsonl scalar to Weights & Biases (needs `pip install 'fastrl[wandb]'`)"
+        False, "also log every metrics.jsonl scalar to Weights & Biases (needs `pip install 'fastrl-engine[wandb]'`)"
     )
     wandb_project: str = _f("fastrl", "run.wandb: the W&B project")
     wandb_name: str = _f("", "run.wandb: the W&B run name ('' = the run directory's name)")

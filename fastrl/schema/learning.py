@@ -43,7 +43,7 @@ class EnvConfig:
         "the env backend that makes the envs (fastrl.envs.registry): 'auto', the first registered one that "
         "claims env.id ('factory', 'atari', 'minigrid', 'gymnasium'); or one by name: 'ale_vector' "
         "(ale-py's AtariVectorEnv) or 'envpool' (envpool's tasks and fastrl's Atari ids; pip install "
-        "'fastrl[envpool]'), each executor's env group stepped together by C++ threads; sync and hts only, no "
+        "'fastrl-engine[envpool]'), each executor's env group stepped together by C++ threads; sync and hts only, no "
         "exact resume; docs/extending.md",
     )
     atari: AtariConfig = _f(AtariConfig(), "Atari preprocessing")

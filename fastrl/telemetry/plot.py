@@ -7,7 +7,7 @@ pool, the learner's Elo rating.
 
 matplotlib draws on a ``Figure`` with its Agg canvas, never through ``pyplot``: nothing
 global is switched (a notebook's backend stays as it was) and no display is needed.
-matplotlib is the optional extra ``fastrl[plot]``: training does not need it.
+matplotlib is the optional extra ``fastrl-engine[plot]``: training does not need it.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def import_figure():
         from matplotlib.figure import Figure
     except ImportError:
         raise ConfigError(
-            "fastrl plot needs matplotlib, which is not installed: pip install 'fastrl[plot]' "
+            "fastrl plot needs matplotlib, which is not installed: pip install 'fastrl-engine[plot]' "
             "(or pip install matplotlib)"
         ) from None
     return Figure

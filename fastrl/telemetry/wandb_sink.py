@@ -18,7 +18,7 @@ def require_wandb() -> None:
     if importlib.util.find_spec("wandb") is None:
         raise ConfigError(
             "run.wandb = true needs the wandb package, which is not installed: "
-            "pip install 'fastrl[wandb]' (or set run.wandb = false)"
+            "pip install 'fastrl-engine[wandb]' (or set run.wandb = false)"
         )
 
 

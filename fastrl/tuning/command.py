@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fastrl tune: bad input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ImportError as exc:
-        print(f"fastrl tune needs optuna: pip install 'fastrl[tune]' ({exc})", file=sys.stderr)
+        print(f"fastrl tune needs optuna: pip install 'fastrl-engine[tune]' ({exc})", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("\nfastrl tune: stopped; run the same command again to go on with the study", file=sys.stderr)

@@ -391,7 +391,7 @@ def _plot(rows: list[Trial], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        log.info("fastrl tune: no matplotlib, no trials.png (pip install 'fastrl[plot]')")
+        log.info("fastrl tune: no matplotlib, no trials.png (pip install 'fastrl-engine[plot]')")
         return
     done = [(t.number, t.value) for t in rows if t.state == "complete"]
     if not done:
