@@ -53,7 +53,10 @@ def _run_training(args: argparse.Namespace) -> int:
     except OSError as exc:  # before the run started: its directory could not be written (a full disk)
         _say(f"fastrl: the run could not start: {describe_exception(exc, 0)}")
         return 1
+    from fastrl.telemetry.progress import closing_line
+
     print(json.dumps(summary))
+    _say(f"fastrl: {closing_line(summary)} ({summary.get('run_dir', '')})")
     return 0
 
 
@@ -270,7 +273,13 @@ def build_parser(with_benches: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     parser.add_argument("--version", action="version", version=_version_line())
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train an agent (no CONFIG: the default config)")
+    train = sub.add_parser(
+        "train",
+        help="train an agent (no CONFIG: the default job, pong_sync)",
+        description="Train an agent. With no CONFIG, the default job (pong_sync: PPO on Pong) runs until the mean "
+        "raw score of the last 20 episodes reaches 18 (run.target_return, run.return_window) or 10M frames "
+        "(run.total_frames), whichever comes first; the last line says which, after how long and how many frames.",
+    )
     train.add_argument("config", nargs="?", help="a TOML config file, or a shipped config by name (fastrl configs)")
     train.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key, e.g. engine.envs=8")
     train.add_argument("--run-dir", help="run directory (default: run.dir/<time>_<env>_<mode>)")

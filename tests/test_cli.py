@@ -36,8 +36,24 @@ def test_train_prints_the_summary_and_writes_the_run_dir(tmp_path):
                     "--set", "engine.serial=true", "--run-dir", str(run_dir))
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["frames"] == 400
+    assert summary["frames"] == 400 and summary["stopped_by"] == "frames"
     assert (run_dir / "checkpoints" / "latest.pt").is_file()
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("fastrl: stopped at the frame budget (run.total_frames) after ") and "400 frames" in last
+    assert last.endswith(f"({run_dir})"), last
+
+
+def test_a_run_that_reaches_its_target_stops_there_and_says_so(tmp_path):
+    # a random CartPole policy's episodes last ~22 steps: a mean of 5 is reached by the first 10 episodes
+    result = fastrl("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=100000", "--set",
+                    "run.target_return=5.0", "--set", "run.return_window=10", "--set", "engine.serial=true",
+                    "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["stopped_by"] == "target" and summary["frames"] < 100000, summary
+    assert summary["target_return"] == 5.0 and summary["final_return_mean"] >= 5.0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("fastrl: reached the target in ") and "over the last 10 episodes >= 5" in last, last
 
 
 def test_resume_continues_a_run_and_refuses_a_config_beside_it(tmp_path):

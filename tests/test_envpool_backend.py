@@ -162,7 +162,8 @@ def test_without_envpool_installed_the_backend_says_how_to_install_it(monkeypatc
     monkeypatch.setitem(sys.modules, "envpool", None)  # import envpool now raises ImportError
     envpool_vector._tasks.cache_clear()
     try:
-        with pytest.raises(UnsupportedEnvError, match=r"needs the envpool package: pip install 'fastrl\[envpool\]'"):
+        with pytest.raises(UnsupportedEnvError,
+                           match=r"needs the envpool package: pip install 'fastrl-engine\[envpool\]'"):
             backend_for(EnvConfig(id="PongNoFrameskip-v4", backend="envpool"))
     finally:
         envpool_vector._tasks.cache_clear()

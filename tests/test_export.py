@@ -129,7 +129,7 @@ def test_bad_input_is_named_before_anything_is_written(pong_run, tmp_path, monke
     import fastrl.evaluation.export as export
 
     monkeypatch.setattr(export, "_importable", lambda name: name != "onnxruntime")
-    with pytest.raises(ConfigError, match=r"needs onnxruntime: pip install 'fastrl\[export\]'"):
+    with pytest.raises(ConfigError, match=r"needs onnxruntime: pip install 'fastrl-engine\[export\]'"):
         fastrl.export_policy(pong_run, "onnx")
     assert cli.main(["export", str(pong_run), "--format", "onnx"]) == 2
     assert "fastrl-engine[export]" in capsys.readouterr().err

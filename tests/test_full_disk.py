@@ -29,6 +29,7 @@ SLOW_CARTPOLE = [
     "--set", "env.id='CartPole-v1'", "--set", "engine.envs=8", "--set", "engine.rollout=5",
     "--set", "model.name='mlp'", "--set", "run.total_frames=80000", "--set", "engine.step_delay_s=0.004",
     "--set", "run.progress=false", "--set", "run.checkpoint_interval_frames=80",
+    "--set", "run.target_return=inf",  # the default job's Pong target of 18 would end a CartPole run at once
 ]
 
 

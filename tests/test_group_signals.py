@@ -51,6 +51,8 @@ SLOW_CARTPOLE = [  # long enough to be stopped mid-run
     "run.progress=false",
     "--set",
     "engine.micro_batch=16",
+    "--set",
+    "run.target_return=inf",  # not the default job's Pong target of 18
 ]
 
 

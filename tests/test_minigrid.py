@@ -56,7 +56,8 @@ def test_babyai_and_unknown_ids_are_refused_by_name(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", without_minigrid)
-    with pytest.raises(UnsupportedEnvError, match=r"needs the minigrid package: pip install 'fastrl\[minigrid\]'"):
+    with pytest.raises(UnsupportedEnvError,
+                       match=r"needs the minigrid package: pip install 'fastrl-engine\[minigrid\]'"):
         make_env(EnvConfig(id=DOORKEY))
 
 

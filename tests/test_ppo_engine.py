@@ -78,6 +78,7 @@ def _recorded_run(tmp_path, monkeypatch, mode: str, *extra: str) -> None:
     overrides = [
         "env.id='CartPole-v1'", f"engine.mode='{mode}'", "engine.serial=true", f"engine.envs={ENVS}",
         f"engine.rollout={STEPS}", f"run.total_frames={ENVS * STEPS * ROLLOUTS}", "run.progress=false",
+        "run.target_return=inf",
         f"run.seed={SEED}", f"run.dir='{tmp_path}'", "model.name='tests.helpers.recording:linear_policy'",
         "algo.name='ppo'", "algo.optimizer='sgd'", f"algo.lr={LR}", "algo.max_grad_norm=0", f"algo.gamma={GAMMA}",
         f"algo.gae_lambda={LAM}", f"algo.clip={CLIP}", "algo.clip_schedule='linear'", f"algo.clip_final={CLIP_FINAL}",

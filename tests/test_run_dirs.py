@@ -25,7 +25,7 @@ pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 ROOT = Path(__file__).parent.parent
 TINY = ["--set", "env.id='CartPole-v1'", "--set", "model.name='mlp'", "--set", "engine.envs=4", "--set",
         "engine.rollout=5", "--set", "run.total_frames=200", "--set", "run.progress=false",
-        "--set", "engine.serial=true"]
+        "--set", "engine.serial=true", "--set", "run.target_return=inf"]  # not the default job's Pong 18
 
 
 def _start(*args: str) -> subprocess.Popen:
@@ -73,7 +73,8 @@ def test_a_running_runs_directory_is_refused_to_any_other(tmp_path):
     run = tmp_path / "run"
     slow = ["--set", "env.id='CartPole-v1'", "--set", "model.name='mlp'", "--set", "engine.envs=8", "--set",
             "engine.rollout=5", "--set", "run.total_frames=80000", "--set", "engine.step_delay_s=0.004",
-            "--set", "run.progress=false", "--set", "run.checkpoint_interval_frames=40"]
+            "--set", "run.progress=false", "--set", "run.checkpoint_interval_frames=40",
+            "--set", "run.target_return=inf"]
     first = _start(*slow, "--run-dir", str(run))
     try:
         pids = wait_for_pids(run)

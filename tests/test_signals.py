@@ -20,7 +20,7 @@ ROOT = Path(__file__).parent.parent
 SLOW_CARTPOLE = [  # the default job on CartPole, long enough to be interrupted mid-run
     "--set", "env.id='CartPole-v1'", "--set", "engine.envs=8", "--set", "engine.rollout=5",
     "--set", "model.name='mlp'", "--set", "run.total_frames=8000", "--set", "engine.step_delay_s=0.004",
-    "--set", "run.progress=false",
+    "--set", "run.progress=false", "--set", "run.target_return=inf",  # not the default job's Pong target of 18
     "--set", "engine.micro_batch=16",  # the MLP's batch invariance needs 16 on AVX-512 Xeons (models/microbatch.py)
 ]
 

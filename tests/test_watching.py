@@ -18,7 +18,7 @@ import pytest
 import fastrl
 from fastrl.cli import main
 from fastrl.config import ConfigError
-from fastrl.telemetry.progress import ProgressLine, ProgressState
+from fastrl.telemetry.progress import ProgressLine, ProgressState, closing_line
 from fastrl.telemetry.scalars import scalars
 from fastrl.telemetry.tensorboard import RETURNS_TAG, TensorBoardSink
 from tests.helpers.runs import cartpole
@@ -118,7 +118,7 @@ def test_gala_learner_scalars_reach_tensorboard(tmp_path):
 def test_wandb_missing_is_bad_input_naming_the_package(tmp_path, capsys):
     assert importlib.util.find_spec("wandb") is None  # not installed here, on purpose
     config, overrides = cartpole(tmp_path, FP32, "run.wandb=true")
-    with pytest.raises(ConfigError, match=r"pip install 'fastrl\[wandb\]'"):
+    with pytest.raises(ConfigError, match=r"pip install 'fastrl-engine\[wandb\]'"):
         fastrl.train(config, overrides, run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()  # refused before anything was created
     sets = [arg for override in overrides for arg in ("--set", override)]
@@ -180,6 +180,20 @@ def test_progress_line_counts_only_this_sessions_frames():
     assert re.search(r"75\.0%\s+1,500 frames\s+100 fps\s+ETA\s+0:05", line.text(resumed))
     timed = ProgressLine(total_frames=10**9, max_seconds=20.0, stream=io.StringIO())
     assert timed.fraction(resumed) == 0.25 and timed.eta_s(resumed) == 15.0  # run.max_seconds ends it first
+
+
+def test_closing_line_names_what_stopped_the_run():
+    summary = {"train_s": 125.0, "frames": 1_234_567, "return_window": 20, "final_return_mean": 17.25,
+               "target_return": 18.0}
+    assert closing_line({**summary, "stopped_by": "frames"}) == (
+        "stopped at the frame budget (run.total_frames) after 2:05 of training and 1,234,567 frames: mean return "
+        "17.25 over the last 20 episodes; the target 18 was not reached")
+    assert closing_line({**summary, "stopped_by": "time", "target_return": None}).startswith(
+        "stopped at the time budget (run.max_seconds) after 2:05")
+    reached = closing_line({**summary, "stopped_by": "target", "final_return_mean": 18.5})
+    assert reached == "reached the target in 2:05 of training and 1,234,567 frames: mean return 18.50 over the last " \
+        "20 episodes >= 18"
+    assert "no episode ended" in closing_line({**summary, "stopped_by": "frames", "final_return_mean": None})
 
 
 def test_progress_after_resume_shows_the_fps_of_new_frames_and_one_final_line(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """``env.backend = "envpool"``: envpool's C++ vector envs as an executor backend (the optional extra
-``pip install 'fastrl-engine[envpool]'``), added through the plug-in point (``register_env_backend`` with ``make_group``)
-like ``ale_vector``.
+``pip install 'fastrl-engine[envpool]'``), added through the plug-in point (``register_env_backend`` with
+``make_group``) like ``ale_vector``.
 
 Each executor's env group (``engine.env_groups`` splits an executor's envs) is one envpool whose C++ threads step
 all its envs at once; the executor hands it every member's action when the last arrives, and each member copies its

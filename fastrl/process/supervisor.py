@@ -313,6 +313,7 @@ class Supervisor:
             unwritten = [outcome.unwritten] if outcome.unwritten else []
             _written(lambda: telemetry.tick(force=True), "the last metrics line", unwritten)
             summary = telemetry.summary(status)
+            summary["run_dir"] = str(outcome.run_dir)
             if self.link is not None:
                 summary["ranks"] = self.link.ranks.ranks
             _written(telemetry.close, "metrics.jsonl and the sinks", unwritten)

@@ -311,6 +311,9 @@ class Telemetry:
             "env_steps": env_steps,
             "env_steps_per_s": round(env_steps / max(train_s, 1e-9), 1),
             "final_return_mean": finite_or_none(self.return_mean),
+            "return_window": self.config.run.return_window,
+            "target_return": finite_or_none(self.config.run.target_return),
+            "stopped_by": self._stopped_by(status, train_s),
             "episodes": self.episodes,
             "updates": int(self.control.learner_stats[:, Stat.UPDATES].sum()),
             "env_errors": self.control.env_errors(),
@@ -333,6 +336,15 @@ class Telemetry:
             summary.update(self._learner_lines([float(u) / max(train_s, 1e-9) for u in updates]))
         self.status = status
         return summary
+
+    def _stopped_by(self, status: str, train_s: float) -> str:
+        """What ended a run: "target" (run.target_return), "time" (run.max_seconds), "frames" (run.total_frames),
+        or, when it did not complete, its status ("failed", "interrupted")."""
+        if status != "complete":
+            return status
+        if self.crossing_logged:
+            return "target"
+        return "time" if train_s >= self.config.run.max_seconds else "frames"
 
     def _rss_peaks(self) -> dict[str, float]:
         self.memory.sample()  # the main process now; workers already stopped keep their last reading

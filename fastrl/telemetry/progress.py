@@ -88,3 +88,19 @@ class ProgressLine:
             self.stream.flush()
         except OSError:
             self.stream = None
+
+
+def closing_line(summary: dict) -> str:
+    """The sentence a completed run ends with: what stopped it (the target, the frame budget or the time budget),
+    after how long and how many frames, and the mean return it stopped at."""
+    window = summary.get("return_window", 0)
+    mean = summary.get("final_return_mean")
+    target = summary.get("target_return")
+    score = f"mean return {mean:.2f} over the last {window} episodes" if mean is not None else "no episode ended"
+    took = f"{clock(summary['train_s'])} of training and {summary['frames']:,d} frames"
+    stopped_by = summary.get("stopped_by")
+    if stopped_by == "target":
+        return f"reached the target in {took}: {score} >= {target:g}"
+    missed = f"; the target {target:g} was not reached" if target is not None else ""
+    budget = "the time budget (run.max_seconds)" if stopped_by == "time" else "the frame budget (run.total_frames)"
+    return f"stopped at {budget} after {took}: {score}{missed}"

@@ -80,6 +80,7 @@ def cartpole(tmp_path, *overrides: str, mode: str = "sync") -> tuple[dict, list[
     base = [
         *A2C_DEFAULTS,
         "env.id='CartPole-v1'",
+        "run.target_return=inf",  # the default job's Pong target of 18 would end a CartPole run at once
         f"engine.mode='{mode}'",
         "engine.envs=8",
         "engine.rollout=5",
