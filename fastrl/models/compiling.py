@@ -104,6 +104,8 @@ def compiles(config: Config, device: torch.device, image_model: bool) -> bool:
     setting = config.model.compile
     if setting is False:
         return False
+    if setting is not True and not (image_model and config.run.total_frames >= COMPILE_PAYS_FRAMES):
+        return False  # "auto" leaves this run eager whatever torch can do: asking would import dynamo (~1-3 s)
     reason = compile_unavailable(device.type)
     if setting is True:
         if reason:
@@ -115,9 +117,8 @@ def compiles(config: Config, device: torch.device, image_model: bool) -> bool:
     if reason:
         log.info("model.compile = 'auto': eager, since %s", reason)
         return False
-    if device.type == "cuda" and config.model.lstm:
-        return False  # CUDA graphs' output reuse against carried hidden states: not measured on a GPU
-    return image_model and config.run.total_frames >= COMPILE_PAYS_FRAMES
+    # CUDA graphs' output reuse against carried LSTM states: not measured on a GPU
+    return not (device.type == "cuda" and config.model.lstm)
 
 
 def resolve_compile(config: Config, device: torch.device, image_model: bool) -> Config:
