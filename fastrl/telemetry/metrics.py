@@ -339,9 +339,9 @@ class Telemetry:
 
     def _stopped_by(self, status: str, train_s: float) -> str:
         """What ended a run: "target" (run.target_return), "time" (run.max_seconds), "frames" (run.total_frames),
-        or, when it did not complete, its status ("failed", "interrupted")."""
+        "fault" (a failed run) or "signal" (an interrupted one)."""
         if status != "complete":
-            return status
+            return "fault" if status == "failed" else "signal"
         if self.crossing_logged:
             return "target"
         return "time" if train_s >= self.config.run.max_seconds else "frames"
