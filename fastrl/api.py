@@ -108,17 +108,18 @@ def train(
     resumed = _prepare_resume(resume, config, run_dir, overrides) if resume is not None else None
     config = resumed.config if resumed else resolve_config(config, overrides)
     check_import_floor()  # before torch: under a tight ulimit -v its import dies of a MemoryError or SIGSEGV
-    # imported once the config parsed: they bring in torch (~2 s), which a refused key should not wait for
     from fastrl.process.fork_server import start_fork_server
-    from fastrl.process.run_plan import plan_run
-    from fastrl.process.supervisor import Supervisor
-    from fastrl.process.warmup import compile_kernels
 
     claimed = resumed.run_dir if resumed else run_dir
     if claimed is not None and launch.launch_size() == 1:  # a directory in use or holding a run: refused now
         RunDir.check_free(Path(claimed).expanduser(), resumed=resumed is not None)
-    if not config.engine.serial:
-        start_fork_server(config.engine.start_method)  # its imports run while the run is planned
+    if not config.engine.serial:  # first: the server's imports (~3 s) run beside this process's and its planning
+        start_fork_server(config.engine.start_method)
+    # imported once the config parsed: they bring in torch (~2 s), which a refused key should not wait for
+    from fastrl.process.run_plan import plan_run
+    from fastrl.process.supervisor import Supervisor
+    from fastrl.process.warmup import compile_kernels
+
     ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
     sweep_stale_segments()  # before the space check: what killed runs left in /dev/shm is not in the way
     # every input check, before anything starts

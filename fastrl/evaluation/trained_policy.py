@@ -17,12 +17,12 @@ def rebuild_policy(config: Config, state_dict: dict, path: Path):
     import torch
 
     from fastrl.envs import probe_env
-    from fastrl.models.policy import build_policy
+    from fastrl.models.policy import build_copy
 
     try:
         info = probe_env(config.env)
         with torch.random.fork_rng(devices=[]):  # initialisation draws: leave the caller's RNG alone
-            model = build_policy(info, config, device="cpu")  # eval plays on the CPU
+            model = build_copy(info, config, device="cpu")  # eval plays on the CPU
     except ValueError as exc:  # an env id or model that no longer resolves here
         raise ConfigError(f"checkpoint {str(path)!r}: {exc}") from None
     try:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from fastrl.models.initialisation import orthogonal_
 from fastrl.models.recurrent import LSTMCore
 
 
@@ -22,7 +23,7 @@ class GaussianHead(nn.Module):
     def __init__(self, width: int, dims: int, gain: float = 0.01, log_std_init: float = 0.0):
         super().__init__()
         self.mean = nn.Linear(width, dims)
-        nn.init.orthogonal_(self.mean.weight, gain=gain)
+        orthogonal_(self.mean.weight, gain=gain)
         nn.init.zeros_(self.mean.bias)
         self.log_std = nn.Parameter(torch.full((dims,), float(log_std_init)))
 

@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from torch import Tensor, nn
 
 from fastrl.models.heads import HeadedPolicy
+from fastrl.models.initialisation import orthogonal_
 from fastrl.models.normalizer import ObsNormalizer, ValueNormalizer, obs_to_float
 
 
 def init_orthogonal(layer: nn.Module, gain: float) -> nn.Module:
     """Orthogonal weights scaled by ``gain`` and zero bias (the A2C/PPO initialisation)."""
-    nn.init.orthogonal_(layer.weight, gain=gain)
+    orthogonal_(layer.weight, gain=gain)
     if layer.bias is not None:
         nn.init.zeros_(layer.bias)
     return layer

@@ -10,6 +10,7 @@ import torch
 
 from fastrl.devices import device_kind
 from fastrl.envs.actions import BOX
+from fastrl.models.initialisation import weights_loaded_next
 from fastrl.models.registry import build_model
 from fastrl.schema import resolved_bool
 
@@ -43,3 +44,10 @@ def build_policy(env_info: EnvInfo, config: Config, device: torch.device | str |
         lstm=model.lstm,
         obs_layout=env_info.obs_layout,
     )
+
+
+def build_copy(env_info: EnvInfo, config: Config, device: torch.device | str | None = None) -> torch.nn.Module:
+    """``build_policy`` for a model whose weights are loaded next (an actor's copy of the learner's, a checkpoint's):
+    the built-in models skip their orthogonal initialisation (``fastrl.models.initialisation``)."""
+    with weights_loaded_next():
+        return build_policy(env_info, config, device)

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from csrc_free_kernels.step_end import CONTINUES
 from fastrl.models.action_mask import mask_head
+from fastrl.models.initialisation import orthogonal_
 
 
 class LSTMCore(nn.Module):
@@ -40,7 +41,7 @@ class LSTMCore(nn.Module):
         self.cell = nn.LSTMCell(width, size)
         for name, param in self.cell.named_parameters():
             if name.startswith("weight"):
-                nn.init.orthogonal_(param, 1.0)
+                orthogonal_(param, 1.0)
             else:
                 nn.init.zeros_(param)
 

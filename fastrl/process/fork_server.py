@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing as mp
 import os
+import signal
 from multiprocessing.context import ForkServerContext, SpawnContext
 
 from fastrl.layers import BUILT_IN_LAYERS
@@ -92,10 +93,21 @@ def stop_fork_server() -> None:
 
     if _owner != os.getpid():  # a worker, or a child of the process that started them: they are not its own
         return
+    server_pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if server_pid is not None:  # a server still importing its preloads reads its pipe only once done (~3 s,
+        # a config refused in the planning): it holds nothing, and its workers are gone, so it is killed
+        _kill(server_pid)
     for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
         stop = getattr(helper, "_stop", None)  # private: the only way to close its pipe and wait for it
         if stop is not None:
             stop()
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:  # already gone; multiprocessing still reaps it
+        pass
 
 
 def release_server() -> None:

@@ -91,9 +91,9 @@ def _save_from_shared_params(
     spec: RunSpec, buffers: RunBuffers, store: CheckpointStore, learner: int = 0
 ) -> str | None:
     """Write the last published weights as a checkpoint; None, or why it could not."""
-    from fastrl.models.policy import build_policy
+    from fastrl.models.policy import build_copy
 
-    model = build_policy(spec.env_info, spec.config)
+    model = build_copy(spec.env_info, spec.config)
     version = buffers.snapshot_last_whole(model, learner)
     if version is None:
         return "the learner never published weights"

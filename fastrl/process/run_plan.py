@@ -61,7 +61,7 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
     from fastrl.devices import resolve_devices
     from fastrl.layers import load_layers
     from fastrl.models.compiling import resolve_compile
-    from fastrl.models.policy import build_policy
+    from fastrl.models.policy import build_copy
     from fastrl.process.auto_layout import resolve_layout
 
     load_layers()  # the built-in layers' registrations: their plan hooks below
@@ -70,7 +70,7 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
     validate(config)  # ... and the config checked against it, as a built-in's is when the config is read
     try:
         info = probe_env(config.env)
-        policy = build_policy(info, config)
+        policy = build_copy(info, config)  # a probe: its shapes and parameter count, not its weights
         n_params = count_parameters(policy)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

@@ -31,7 +31,7 @@ from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
 from fastrl.models.compiling import compile_mode_for, compile_policy
 from fastrl.models.microbatch import forward_microbatched
-from fastrl.models.policy import build_policy
+from fastrl.models.policy import build_copy
 from fastrl.partition import owner_of, split
 from fastrl.sampling.channels import Channels, decode_request
 from fastrl.sampling.row_roles import RowRoles, row_roles_for
@@ -55,7 +55,7 @@ class Actor:
         configure_cuda(spec.config, self.device)  # before the first CUDA call: TF32 and cuDNN as configured
         self.micro_batch = resolved_int(engine.micro_batch, "engine.micro_batch")
         self.model = compile_policy(
-            build_policy(spec.env_info, spec.config).to(self.device).eval(),
+            build_copy(spec.env_info, spec.config).to(self.device).eval(),
             compile_mode_for(spec.config, self.device, "actor"),
         )  # before copying: the copies compile too
         self.distribution = action_sampler(spec)  # the head's kind (or the algorithm's own): its sampling kernel
