@@ -9,11 +9,11 @@ import os
 
 import numpy as np
 import pytest
-import tomllib
 import torch
 
 import fastrl
 import fastrl.buffers.device_storage as device_storage
+from fastrl.config import tomllib  # tomli on Python 3.10
 from fastrl.models.cnn import NatureCNN
 from fastrl.models.mlp import MLPPolicy
 from fastrl.process.faults import RunFailed

@@ -1,11 +1,10 @@
 """engine.executors / actors / inline_actors / learner_threads = "auto": the layout chosen for the cores and GPU
 present."""
 import pytest
-import tomllib
 
 import fastrl
 import fastrl.process.auto_layout as process_layout
-from fastrl.config import ConfigError, load_config, shipped_configs
+from fastrl.config import ConfigError, load_config, shipped_configs, tomllib  # tomli on Python 3.10
 from fastrl.envs.atari import is_atari_id
 from fastrl.process.auto_layout import (
     Layout,

@@ -2,11 +2,10 @@
 import json
 
 import pytest
-import tomllib
 
 from fastrl.bench.time_to_score import RESULT_FILE, first_crossing, measure
 from fastrl.cli import main as cli_main
-from fastrl.config import ConfigError
+from fastrl.config import ConfigError, tomllib  # tomli on Python 3.10
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 

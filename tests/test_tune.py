@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from fastrl.cli import main
-from fastrl.config import ConfigError
+from fastrl.config import ConfigError, tomllib  # tomli on Python 3.10
 from fastrl.tuning.params import parse_param
 from fastrl.tuning.study import median_pruner, seed_score
 

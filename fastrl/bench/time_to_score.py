@@ -110,7 +110,7 @@ def measure(
 
 def read_run(run_path: Path, target: float, window: int) -> dict:
     """The crossing, the curve and the run's figures from a finished run directory."""
-    import tomllib
+    from fastrl.config import tomllib  # tomli on Python 3.10
 
     summary = json.loads((run_path / "summary.json").read_text())
     config = tomllib.loads((run_path / "config.toml").read_text(encoding="utf-8"))

@@ -12,9 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import tomllib
-
-from fastrl.config import ConfigError
+from fastrl.config import ConfigError, tomllib  # tomli on Python 3.10, which has no tomllib
 
 PARAM_GRAMMAR = (
     "KEY=loguniform:LOW:HIGH | uniform:LOW:HIGH | int:LOW:HIGH | intlog:LOW:HIGH | choice:A,B,... "
