@@ -36,7 +36,7 @@ def test_train_prints_the_summary_and_writes_the_run_dir(tmp_path):
                     "--set", "engine.serial=true", "--run-dir", str(run_dir))
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["frames"] == 400 and summary["stopped_by"] == "frames"
+    assert summary["frames"] == 400 and summary["stopped_by"] == "total_frames"
     assert (run_dir / "checkpoints" / "latest.pt").is_file()
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("fastrl: stopped at the frame budget (run.total_frames) after ") and "400 frames" in last

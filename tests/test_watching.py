@@ -185,15 +185,15 @@ def test_progress_line_counts_only_this_sessions_frames():
 def test_closing_line_names_what_stopped_the_run():
     summary = {"train_s": 125.0, "frames": 1_234_567, "return_window": 20, "final_return_mean": 17.25,
                "target_return": 18.0}
-    assert closing_line({**summary, "stopped_by": "frames"}) == (
+    assert closing_line({**summary, "stopped_by": "total_frames"}) == (
         "stopped at the frame budget (run.total_frames) after 2:05 of training and 1,234,567 frames: mean return "
         "17.25 over the last 20 episodes; the target 18 was not reached")
-    assert closing_line({**summary, "stopped_by": "time", "target_return": None}).startswith(
+    assert closing_line({**summary, "stopped_by": "max_seconds", "target_return": None}).startswith(
         "stopped at the time budget (run.max_seconds) after 2:05")
     reached = closing_line({**summary, "stopped_by": "target", "final_return_mean": 18.5})
     assert reached == "reached the target in 2:05 of training and 1,234,567 frames: mean return 18.50 over the last " \
         "20 episodes >= 18"
-    assert "no episode ended" in closing_line({**summary, "stopped_by": "frames", "final_return_mean": None})
+    assert "no episode ended" in closing_line({**summary, "stopped_by": "total_frames", "final_return_mean": None})
 
 
 def test_progress_after_resume_shows_the_fps_of_new_frames_and_one_final_line(tmp_path, monkeypatch):

@@ -126,7 +126,8 @@ def read_run(run_path: Path, target: float, window: int) -> dict:
         "wall_s": point["wall_s"] if point else None,
         "frames": point["frames"] if point else None,
         "episodes": lines[crossing]["episodes"] if crossing is not None else None,
-        "stopped_by": _stopped_by(summary, config["run"], point is not None),
+        # the engine's own word ("target", "total_frames", "max_seconds"); a run that did not complete: its status
+        "stopped_by": summary["stopped_by"] if summary["status"] == "complete" else summary["status"],
         "startup_s": summary["startup_s"],
         "train_s": summary["train_s"],
         "frames_trained": summary["frames"],
@@ -176,16 +177,6 @@ def _precision(config: dict) -> str:
     from fastrl.models.precision import resolve_precision
 
     return resolve_precision(config["model"]["precision"], torch.device(device_kind(config["engine"]["device"])))
-
-
-def _stopped_by(summary: dict, run: dict, reached: bool) -> str:
-    if summary["status"] != "complete":
-        return summary["status"]  # "interrupted" or "failed"
-    if reached:
-        return "target"
-    if summary["frames"] >= run["total_frames"]:
-        return "total_frames"
-    return "max_seconds"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -338,13 +338,13 @@ class Telemetry:
         return summary
 
     def _stopped_by(self, status: str, train_s: float) -> str:
-        """What ended a run: "target" (run.target_return), "time" (run.max_seconds), "frames" (run.total_frames),
-        "fault" (a failed run) or "signal" (an interrupted one)."""
+        """What ended a run: the key that stopped it ("target" for run.target_return, "total_frames",
+        "max_seconds"), or "fault" (a failed run) or "signal" (an interrupted one)."""
         if status != "complete":
             return "fault" if status == "failed" else "signal"
         if self.crossing_logged:
             return "target"
-        return "time" if train_s >= self.config.run.max_seconds else "frames"
+        return "max_seconds" if train_s >= self.config.run.max_seconds else "total_frames"
 
     def _rss_peaks(self) -> dict[str, float]:
         self.memory.sample()  # the main process now; workers already stopped keep their last reading

@@ -102,5 +102,7 @@ def closing_line(summary: dict) -> str:
     if stopped_by == "target":
         return f"reached the target in {took}: {score} >= {target:g}"
     missed = f"; the target {target:g} was not reached" if target is not None else ""
-    budget = "the time budget (run.max_seconds)" if stopped_by == "time" else "the frame budget (run.total_frames)"
+    budget = "the frame budget (run.total_frames)"
+    if stopped_by == "max_seconds":
+        budget = "the time budget (run.max_seconds)"
     return f"stopped at {budget} after {took}: {score}{missed}"
