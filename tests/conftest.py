@@ -1,8 +1,15 @@
+import os
+import sys
 import time
 
 import pytest
 
 from tests.helpers.runs import live_children, own_segments
+
+# Every process the suite starts (the command, fork servers, torchrun's ranks) compiled fastrl's sources anew
+# where the environment forbids bytecode files (PYTHONDONTWRITEBYTECODE=1): written once here, read after.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture(autouse=True)

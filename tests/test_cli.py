@@ -8,8 +8,30 @@ pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
 def fastrl(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    """The real command, in a process of its own."""
     return subprocess.run([sys.executable, "-m", "fastrl.cli", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=240)
+
+
+@pytest.fixture
+def in_process(capsys, monkeypatch):
+    """The command's ``main`` in this process: its exit code, then ``.out`` and ``.err`` of that call. The process's
+    fork server is kept for the next test (the command itself ends it before it returns); the real command's own
+    start is tested once, by test_train_prints_the_summary_and_writes_the_run_dir."""
+    from fastrl import api, cli
+
+    monkeypatch.setattr(api, "shutdown", lambda: None)
+
+    class Command:
+        out = err = ""
+
+        def __call__(self, *args: str) -> int:
+            code = cli.main(list(args))
+            captured = capsys.readouterr()
+            self.out, self.err = captured.out, captured.err
+            return code
+
+    return Command()
 
 
 def test_bad_key_is_exit_2_with_a_suggestion():
@@ -18,10 +40,9 @@ def test_bad_key_is_exit_2_with_a_suggestion():
     assert "unknown config key 'engine.envz'; did you mean 'engine.envs'" in result.stderr
 
 
-def test_unknown_env_id_is_exit_2_before_anything_starts(tmp_path):
-    result = fastrl("train", "--set", "env.id='CartPol-v1'", "--set", f"run.dir='{tmp_path}'")
-    assert result.returncode == 2
-    assert "'CartPol-v1' is not a registered gymnasium env; did you mean 'CartPole-v1'" in result.stderr
+def test_unknown_env_id_is_exit_2_before_anything_starts(tmp_path, in_process):
+    assert in_process("train", "--set", "env.id='CartPol-v1'", "--set", f"run.dir='{tmp_path}'") == 2
+    assert "'CartPol-v1' is not a registered gymnasium env; did you mean 'CartPole-v1'" in in_process.err
 
 
 def test_config_lists_every_key():
@@ -43,29 +64,26 @@ def test_train_prints_the_summary_and_writes_the_run_dir(tmp_path):
     assert last.endswith(f"({run_dir})"), last
 
 
-def test_a_run_that_reaches_its_target_stops_there_and_says_so(tmp_path):
+def test_a_run_that_reaches_its_target_stops_there_and_says_so(tmp_path, in_process):
     # a random CartPole policy's episodes last ~22 steps: a mean of 5 is reached by the first 10 episodes
-    result = fastrl("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=100000", "--set",
-                    "run.target_return=5.0", "--set", "run.return_window=10", "--set", "engine.serial=true",
-                    "--run-dir", str(tmp_path / "run"))
-    assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert in_process("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=100000", "--set",
+                      "run.target_return=5.0", "--set", "run.return_window=10", "--set", "engine.serial=true",
+                      "--run-dir", str(tmp_path / "run")) == 0
+    summary = json.loads(in_process.out.strip().splitlines()[-1])
     assert summary["stopped_by"] == "target" and summary["frames"] < 100000, summary
     assert summary["target_return"] == 5.0 and summary["final_return_mean"] >= 5.0
-    last = result.stderr.strip().splitlines()[-1]
+    last = in_process.err.strip().splitlines()[-1]
     assert last.startswith("fastrl: reached the target in ") and "over the last 10 episodes >= 5" in last, last
 
 
-def test_resume_continues_a_run_and_refuses_a_config_beside_it(tmp_path):
+def test_resume_continues_a_run_and_refuses_a_config_beside_it(tmp_path, in_process):
     run_dir = tmp_path / "run"
-    first = fastrl("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=200",
-                   "--set", "engine.serial=true", "--run-dir", str(run_dir))
-    assert first.returncode == 0, first.stderr
-    both = fastrl("train", "configs/cartpole_sync.toml", "--resume", str(run_dir))
-    assert both.returncode == 2 and "give either CONFIG or --resume" in both.stderr
-    resumed = fastrl("train", "--resume", str(run_dir), "--set", "run.total_frames=400")
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout.strip().splitlines()[-1])["frames"] == 400
+    assert in_process("train", "configs/cartpole_sync.toml", "--set", "run.total_frames=200",
+                      "--set", "engine.serial=true", "--run-dir", str(run_dir)) == 0, in_process.err
+    assert in_process("train", "configs/cartpole_sync.toml", "--resume", str(run_dir)) == 2
+    assert "give either CONFIG or --resume" in in_process.err
+    assert in_process("train", "--resume", str(run_dir), "--set", "run.total_frames=400") == 0, in_process.err
+    assert json.loads(in_process.out.strip().splitlines()[-1])["frames"] == 400
 
 
 def test_cleanup_reports_when_there_is_nothing_to_free():
