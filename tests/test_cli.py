@@ -13,27 +13,6 @@ def fastrl(*args: str, cwd=None) -> subprocess.CompletedProcess:
                           timeout=240)
 
 
-@pytest.fixture
-def in_process(capsys, monkeypatch):
-    """The command's ``main`` in this process: its exit code, then ``.out`` and ``.err`` of that call. The process's
-    fork server is kept for the next test (the command itself ends it before it returns); the real command's own
-    start is tested once, by test_train_prints_the_summary_and_writes_the_run_dir."""
-    from fastrl import api, cli
-
-    monkeypatch.setattr(api, "shutdown", lambda: None)
-
-    class Command:
-        out = err = ""
-
-        def __call__(self, *args: str) -> int:
-            code = cli.main(list(args))
-            captured = capsys.readouterr()
-            self.out, self.err = captured.out, captured.err
-            return code
-
-    return Command()
-
-
 def test_bad_key_is_exit_2_with_a_suggestion():
     result = fastrl("train", "--set", "engine.envz=4")
     assert result.returncode == 2

@@ -190,13 +190,12 @@ def test_cli_prints_the_result_as_one_json_line(run_dir):
     assert printed == fastrl.evaluate(run_dir, episodes=3, seed=5, greedy=True, max_steps=200)
 
 
-def test_cli_bad_input_is_exit_2_with_the_reason(run_dir, gala_dir):
-    average = fastrl_cli("eval", str(run_dir), "--params", "average", "--episodes", "1")
-    assert average.returncode == 2 and average.stdout == ""
-    assert "fastrl: cannot evaluate:" in average.stderr
-    assert "this run has one learner; --params average applies to gala runs" in average.stderr
-    missing = fastrl_cli("eval", str(gala_dir), "--params", "learner-2")
-    assert missing.returncode == 2 and "its learners are learner-0, learner-1" in missing.stderr
+def test_cli_bad_input_is_exit_2_with_the_reason(run_dir, gala_dir, in_process):
+    assert in_process("eval", str(run_dir), "--params", "average", "--episodes", "1") == 2
+    assert in_process.out == "" and "fastrl: cannot evaluate:" in in_process.err
+    assert "this run has one learner; --params average applies to gala runs" in in_process.err
+    assert in_process("eval", str(gala_dir), "--params", "learner-2") == 2
+    assert "its learners are learner-0, learner-1" in in_process.err
 
 
 # ---------------------------------------------------------------- Atari
