@@ -77,18 +77,16 @@ def test_a_disk_that_fills_ends_the_run_with_its_state_saved(disk, stop):
     assert summary["frames"] == more
 
 
-def test_resuming_on_a_full_disk_leaves_the_run_as_it_was(disk):
+def test_resuming_on_a_full_disk_leaves_the_run_as_it_was(disk, in_process):
     _tmpfs_only(disk)
     run_dir = disk.path / "run"
     config, overrides = cartpole(disk.path, "engine.serial=true", "run.total_frames=200")
     fastrl.train(config, overrides, run_dir=run_dir)
     before = {p.name: p.read_bytes() for p in (run_dir / "config.toml", run_dir / "summary.json")}
     disk.fill([])
-    result = subprocess.run([sys.executable, "-m", "fastrl.cli", "train", "--resume", str(run_dir), "--set",
-                             "run.total_frames=400"], cwd=ROOT, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 1, result.stderr
-    assert "fastrl: the run could not start: the disk holding" in result.stderr and "is full" in result.stderr
-    assert "Traceback" not in result.stderr, result.stderr
+    assert in_process("train", "--resume", str(run_dir), "--set", "run.total_frames=400") == 1, in_process.err
+    assert "fastrl: the run could not start: the disk holding" in in_process.err and "is full" in in_process.err
+    assert "Traceback" not in in_process.err, in_process.err
     assert {p.name: p.read_bytes() for p in (run_dir / "config.toml", run_dir / "summary.json")} == before
     disk.free()
     assert fastrl.train(resume=run_dir, overrides=["run.total_frames=400"])["frames"] == 400
@@ -109,16 +107,14 @@ def test_a_config_toml_that_disagrees_with_the_checkpoint_is_refused(tmp_path):
     assert "id = \"CartPole-v1\"" in (run_dir / "config.toml").read_text()  # written again from the checkpoint's
 
 
-def test_a_change_of_the_parameters_is_refused_before_anything_starts(tmp_path):
+def test_a_change_of_the_parameters_is_refused_before_anything_starts(tmp_path, in_process):
     """Keys that change what the checkpoint's parameters are: refused by name (exit 2), not when loading them."""
     run_dir = tmp_path / "run"
     config, overrides = cartpole(tmp_path, "engine.serial=true", "run.total_frames=40", "algo.name='ppo'")
     fastrl.train(config, overrides, run_dir=run_dir)
-    result = subprocess.run([sys.executable, "-m", "fastrl.cli", "train", "--resume", str(run_dir), "--set",
-                             "run.total_frames=80", "--set", "model.lstm=16"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=240)
-    assert result.returncode == 2, result.stderr
-    assert "fastrl: bad config: cannot resume with model.lstm = 16: the run was made with 0" in result.stderr
+    assert in_process("train", "--resume", str(run_dir), "--set", "run.total_frames=80", "--set",
+                      "model.lstm=16") == 2, in_process.err
+    assert "fastrl: bad config: cannot resume with model.lstm = 16: the run was made with 0" in in_process.err
     for key, value in (("model.normalize_obs", "true"), ("algo.normalize_returns", "true")):
         with pytest.raises(ConfigError, match=f"cannot resume with {key} = True: the run was made with False"):
             fastrl.train(resume=run_dir, overrides=["run.total_frames=80", f"{key}={value}"])
