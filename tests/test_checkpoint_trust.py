@@ -10,15 +10,12 @@ every test checks that it never ran, and that the refusal came before anything s
 import os
 import pickle
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import fastrl
-from fastrl.buffers.arena import list_segments, segment_owner_pid
 from fastrl.config import ConfigError
 from fastrl.runs.checkpoint import load_checkpoint
 from tests.helpers.runs import cartpole
@@ -36,14 +33,6 @@ class _Payload:
 
     def __reduce__(self):
         return os.system, (self.command,)
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen([sys.executable, "-m", "fastrl.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate(timeout=240)
-    assert not [name for name in list_segments() if segment_owner_pid(name) == proc.pid], "shared memory left"
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +61,13 @@ def _rewrite_latest(run: Path, checkpoint: dict) -> Path:
     return newest
 
 
-def test_a_checkpoint_carrying_code_is_refused_by_every_reader(trained, tmp_path):
+def test_a_checkpoint_carrying_code_is_refused_by_every_reader(trained, tmp_path, in_process):
     marker = tmp_path / "ran"
     run = _copy(trained, tmp_path)
     _rewrite_latest(run, {**load_checkpoint(run), "note": _Payload(marker)})
-    result = _cli("eval", str(run), "--episodes", "1")
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.startswith("fastrl: cannot evaluate: checkpoint") and "Traceback" not in result.stderr
-    assert "holds more than tensors and plain data" in result.stderr and "GLOBAL posix.system" in result.stderr
+    assert in_process("eval", str(run), "--episodes", "1") == 2, in_process.err
+    assert in_process.err.startswith("fastrl: cannot evaluate: checkpoint") and "Traceback" not in in_process.err
+    assert "holds more than tensors and plain data" in in_process.err and "GLOBAL posix.system" in in_process.err
     out = tmp_path / "policy.pt"
     readers = (lambda: fastrl.load_policy(run), lambda: fastrl.export_policy(run, "torchscript", out=out),
                lambda: fastrl.train(resume=run, overrides=["run.total_frames=400"]))
@@ -90,30 +78,28 @@ def test_a_checkpoint_carrying_code_is_refused_by_every_reader(trained, tmp_path
     assert not out.exists()
 
 
-def test_a_truncated_checkpoint_is_named_and_refused(trained, tmp_path):
+def test_a_truncated_checkpoint_is_named_and_refused(trained, tmp_path, in_process):
     run = _copy(trained, tmp_path)
     latest = run / "checkpoints" / "latest.pt"
     with open(latest, "r+b") as f:  # latest.pt and the numbered file are one inode: both are cut
         f.truncate(latest.stat().st_size // 2)
-    result = _cli("eval", str(run), "--episodes", "1")
-    assert result.returncode == 2, result.stderr
+    assert in_process("eval", str(run), "--episodes", "1") == 2, in_process.err
     message = f"cannot read checkpoint '{latest}': it is truncated or not a torch checkpoint"
-    assert message in result.stderr and "checkpoints/ckpt-*.pt" in result.stderr and "Traceback" not in result.stderr
+    assert message in in_process.err and "checkpoints/ckpt-*.pt" in in_process.err and "Traceback" not in in_process.err
     with pytest.raises(ConfigError, match="it is truncated or not a torch checkpoint"):
         fastrl.train(resume=run, overrides=["run.total_frames=400"])
 
 
-def test_a_config_naming_code_is_called_only_when_trusted(trained, tmp_path):
+def test_a_config_naming_code_is_called_only_when_trusted(trained, tmp_path, in_process):
     marker = tmp_path / "ran"
     run = _copy(trained, tmp_path)
     checkpoint = load_checkpoint(run)
     config = checkpoint["config"]
     hostile = {**config, "env": {**config["env"], "id": "os:system", "kwargs": {"command": f"touch {marker}"}}}
     _rewrite_latest(run, {**checkpoint, "config": hostile})
-    result = _cli("eval", str(run), "--episodes", "1")
-    assert result.returncode == 2, result.stderr
+    assert in_process("eval", str(run), "--episodes", "1") == 2, in_process.err
     assert (f"names code to import and call: env.id = 'os:system' with env.kwargs = {{'command': 'touch {marker}'}}"
-            in result.stderr and "--trust-code" in result.stderr), result.stderr
+            in in_process.err and "--trust-code" in in_process.err), in_process.err
     with pytest.raises(ConfigError, match="trust_code=True"):
         fastrl.load_policy(run)
     assert not marker.exists(), "the factory the checkpoint named was called"
@@ -126,7 +112,7 @@ def test_a_config_naming_code_is_called_only_when_trusted(trained, tmp_path):
 
 
 @pytest.mark.parametrize("how", ["writable by others", "owned by another user"])
-def test_env_states_another_user_could_have_written_are_not_unpickled(trained, tmp_path, how):
+def test_env_states_another_user_could_have_written_are_not_unpickled(trained, tmp_path, how, in_process):
     if how == "owned by another user" and os.geteuid() != 0:
         pytest.skip("giving a file to another uid needs root")
     marker = tmp_path / "ran"
@@ -141,8 +127,7 @@ def test_env_states_another_user_could_have_written_are_not_unpickled(trained, t
         pickled.chmod(0o666)
     else:
         os.chown(pickled, 65534, 65534)
-    result = _cli("train", "--resume", str(run), "--set", "run.total_frames=400")
-    assert result.returncode == 2, result.stderr
+    assert in_process("train", "--resume", str(run), "--set", "run.total_frames=400") == 2, in_process.err
     reason = "writable by others" if how == "writable by others" else "owned by uid 65534"
-    assert f"refusing to unpickle the env states in '{pickled.parent}': '{pickled}' is {reason}" in result.stderr
+    assert f"refusing to unpickle the env states in '{pickled.parent}': '{pickled}' is {reason}" in in_process.err
     assert not marker.exists(), "the env-state pickle's code ran"
