@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -102,7 +100,7 @@ def test_the_run_totals_are_every_episode_of_every_line():
 
 
 @pytest.mark.engine
-def test_crafter_trains_with_its_achievements_in_the_metrics_and_the_same_bits_in_two_layouts(tmp_path):
+def test_crafter_trains_with_its_achievements_in_the_metrics_and_the_same_bits_in_two_layouts(tmp_path, in_process):
     assert len(layout_digests(tmp_path, "configs/crafter_ppo.toml", SHORT, [(1, 1), (2, 1)], 320)) == 1
     run_dir = tmp_path / "x1g1"
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -112,12 +110,10 @@ def test_crafter_trains_with_its_achievements_in_the_metrics_and_the_same_bits_i
     rates, episodes = success_rates(run_dir)
     assert episodes == summary["episodes"] and len(rates) == ACHIEVEMENTS
     assert max(rates.values()) > 0  # an untrained policy unlocks some (collecting a sapling, waking up)
-    out = subprocess.run([sys.executable, "-m", "fastrl", "bench", "crafter", str(run_dir),
-                          "--out", str(tmp_path / "rates.png")], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
+    assert in_process("bench", "crafter", str(run_dir), "--out", str(tmp_path / "rates.png")) == 0, in_process.err
+    result = json.loads(in_process.out)
     assert result["score"] == round(score(rates), 3) and (tmp_path / "rates.png").stat().st_size > 0
-    assert "collect_wood" in out.stderr and "score" in out.stderr
+    assert "collect_wood" in in_process.err and "score" in in_process.err
 
 
 @pytest.mark.slow  # 7 s; the adapter's saved state going on exactly is a unit test of the default run

@@ -2,8 +2,6 @@
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,10 +17,6 @@ pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 SUMMARY_KEYS = {"checkpoint", "params", "episodes", "return_mean", "return_std", "return_min", "return_max",
                 "length_mean", "returns", "lengths", "truncated", "env_id", "frames", "greedy", "seed"}
-
-
-def fastrl_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastrl.cli", *args], capture_output=True, text=True, timeout=240)
 
 
 @pytest.fixture(scope="module")
@@ -181,10 +175,9 @@ def test_gala_missing_learner_names_the_ones_there(gala_dir):
 # ---------------------------------------------------------------- the command
 
 
-def test_cli_prints_the_result_as_one_json_line(run_dir):
-    result = fastrl_cli("eval", str(run_dir), "--episodes", "3", "--seed", "5", "--greedy", "--max-steps", "200")
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
+def test_cli_prints_the_result_as_one_json_line(run_dir, in_process):
+    assert in_process("eval", str(run_dir), "--episodes", "3", "--seed", "5", "--greedy", "--max-steps", "200") == 0
+    lines = in_process.out.strip().splitlines()
     assert len(lines) == 1
     printed = json.loads(lines[0])
     assert printed == fastrl.evaluate(run_dir, episodes=3, seed=5, greedy=True, max_steps=200)
