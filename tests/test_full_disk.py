@@ -132,7 +132,7 @@ def test_a_cut_metrics_line_is_dropped_on_resume(tmp_path):
     assert load_run(run_dir).column("frames")[-1] == 400  # what fastrl plot reads: it refuses a cut line inside
 
 
-def test_a_failed_export_keeps_the_file_that_was_there(disk, tmp_path):
+def test_a_failed_export_keeps_the_file_that_was_there(disk, tmp_path, in_process):
     _tmpfs_only(disk)
     config, overrides = cartpole(tmp_path, "engine.serial=true", "run.total_frames=40")
     fastrl.train(config, overrides, run_dir=tmp_path / "run")
@@ -140,9 +140,7 @@ def test_a_failed_export_keeps_the_file_that_was_there(disk, tmp_path):
     fastrl.export_policy(tmp_path / "run", "torchscript", out=out)
     good = out.read_bytes()
     disk.fill([])
-    result = subprocess.run([sys.executable, "-m", "fastrl.cli", "export", str(tmp_path / "run"), "--format",
-                             "torchscript", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 1, result.stderr
-    assert "fastrl export: could not write the policy" in result.stderr and "nothing was replaced" in result.stderr
+    assert in_process("export", str(tmp_path / "run"), "--format", "torchscript", "--out", str(out)) == 1
+    assert "fastrl export: could not write the policy" in in_process.err and "nothing was replaced" in in_process.err
     assert out.read_bytes() == good
     assert not [p for p in disk.path.iterdir() if p.name.endswith(".tmp")]
