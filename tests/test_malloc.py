@@ -28,6 +28,11 @@ _ROUNDS = textwrap.dedent(
     from fastrl.process.malloc import keep_freed_memory
     if sys.argv[1] == "keep":
         assert keep_freed_memory()
+    else:  # glibc's initial thresholds, set (which also stops glibc moving them): an mmapped block some imported
+        # library freed would otherwise have raised them already, and the baseline would keep its pages too
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        assert libc.mallopt(-3, 128 * 1024) == 1 and libc.mallopt(-1, 128 * 1024) == 1  # M_MMAP_, M_TRIM_THRESHOLD
     def round_faults():
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         blocks = [np.ones(25_000, dtype=np.float32) for _ in range(80)]

@@ -7,6 +7,7 @@ neither is allowed they are skipped, and the sweep's rules are checked on this m
 """
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ ROOT = Path(__file__).parent.parent
 LONG_ROLLOUT = ("--set env.id=\"'CartPole-v1'\" --set model.name=\"'mlp'\" --set engine.envs=8 "
                 "--set engine.rollout=20000 --set run.total_frames=400000 --set run.progress=false "
                 "--set reliability.shutdown_timeout_s=1")
+PYTHON = shlex.quote(sys.executable)  # this interpreter, not whichever `python` the PATH finds first
 TINY = ("--set env.id=\"'CartPole-v1'\" --set model.name=\"'mlp'\" --set engine.envs=4 --set engine.rollout=5 "
         "--set run.total_frames=40 --set run.progress=false --set engine.serial=true")
 
@@ -48,10 +50,10 @@ def test_a_run_keeps_its_shared_memory_when_dev_shm_fills_and_the_next_run_is_to
     pages were reserved when its segment was made: no SIGBUS), B is refused before it starts."""
     a, b = tmp_path / "a", tmp_path / "b"
     out = _in_small_shm(f"""
-python -m fastrl.cli train --run-dir {a} {LONG_ROLLOUT} > {a}.out 2> {a}.err & A=$!
+{PYTHON} -m fastrl.cli train --run-dir {a} {LONG_ROLLOUT} > {a}.out 2> {a}.err & A=$!
 until [ -f {a}/pids.json ] || ! kill -0 $A 2>/dev/null; do sleep 0.05; done
 dd if=/dev/zero of=/dev/shm/filler bs=64k 2>/dev/null
-python -m fastrl.cli train --run-dir {b} {LONG_ROLLOUT} > {b}.out 2> {b}.err; echo "B=$?"
+{PYTHON} -m fastrl.cli train --run-dir {b} {LONG_ROLLOUT} > {b}.out 2> {b}.err; echo "B=$?"
 sleep 2
 kill -INT $A; wait $A; echo "A=$?"
 rm /dev/shm/filler; echo "left:$(ls /dev/shm)"
@@ -72,7 +74,7 @@ def test_dead_runs_filling_dev_shm_do_not_refuse_the_next_run(tmp_path):
     out = _in_small_shm(f"""
 true & DEAD=$!; wait $DEAD
 dd if=/dev/zero of=/dev/shm/fastrl_${{DEAD}}_deadbeef_run bs=1M count=15 2>/dev/null
-python -m fastrl.cli train --run-dir {tmp_path / "run"} {TINY} > /dev/null 2> {tmp_path}/err; echo "rc=$?"
+{PYTHON} -m fastrl.cli train --run-dir {tmp_path / "run"} {TINY} > /dev/null 2> {tmp_path}/err; echo "rc=$?"
 echo "left:$(ls /dev/shm)"
 """)
     assert "rc=0" in out, (tmp_path / "err").read_text()
@@ -87,8 +89,8 @@ def test_another_users_dead_segment_is_left_alone_without_a_traceback(tmp_path):
     out = _in_small_shm(f"""
 true & DEAD=$!; wait $DEAD
 SEGMENT=/dev/shm/fastrl_${{DEAD}}_0ther0wn_run; head -c 4096 /dev/zero > $SEGMENT; chown 65533:65533 $SEGMENT
-setpriv --bounding-set -fowner python -m fastrl.cli cleanup > {tmp_path}/cleanup 2>&1; echo "cleanup=$?"
-setpriv --bounding-set -fowner python -m fastrl.cli train --run-dir {tmp_path / "run"} {TINY} > /dev/null \
+setpriv --bounding-set -fowner {PYTHON} -m fastrl.cli cleanup > {tmp_path}/cleanup 2>&1; echo "cleanup=$?"
+setpriv --bounding-set -fowner {PYTHON} -m fastrl.cli train --run-dir {tmp_path / "run"} {TINY} > /dev/null \
   2> {tmp_path}/err; echo "train=$?"
 echo "left:$(ls /dev/shm)"
 """, uid=65534)
