@@ -3,7 +3,7 @@
 from fastrl.algos.registry import Algorithm, register_algorithm
 from fastrl.api import export_policy, load_policy, shutdown, train
 from fastrl.config import Config, ConfigError, load_config
-from fastrl.errors import FastrlError
+from fastrl.errors import DISTRIBUTION, FastrlError
 from fastrl.evaluation import evaluate
 from fastrl.process.faults import RunFailed, RunInterrupted
 from fastrl.telemetry.plot import plot_runs
@@ -24,7 +24,6 @@ __all__ = [
     "shutdown",
     "train",
 ]
-DISTRIBUTION = "fastrl-engine"  # the name pip knows it by: PyPI's "fastrl" is another project
 try:  # the version is pyproject.toml's, written once
     from importlib.metadata import version as _version
 

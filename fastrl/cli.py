@@ -56,7 +56,7 @@ def _run_training(args: argparse.Namespace) -> int:
     from fastrl.telemetry.progress import closing_line
 
     print(json.dumps(summary))
-    _say(f"fastrl: {closing_line(summary)} ({summary.get('run_dir', '')})")
+    _say(f"fastrl: {closing_line(summary)} ({summary['run_dir']})")
     return 0
 
 

@@ -8,6 +8,13 @@ from __future__ import annotations
 
 import errno
 
+DISTRIBUTION = "fastrl-engine"  # the name pip knows fastrl by: PyPI's "fastrl" is another project
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs an optional extra, for a message that names what is missing."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
 
 class FastrlError(Exception):
     """The base of every error fastrl reports: its message says what went wrong and where."""

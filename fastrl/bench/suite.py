@@ -39,6 +39,7 @@ from fastrl.bench.atari_scores import ATARI5, RANDOM_HUMAN, human_normalized
 from fastrl.bench.machine import bf16_units, machine_info
 from fastrl.bench.time_to_score import check_window, refuse_set_keys
 from fastrl.config import ConfigError
+from fastrl.errors import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +270,7 @@ def _plot(out: Path, runs: list[dict], machine: dict) -> None:
     try:
         plot_suite(runs, machine, out / "suite.png")
     except ImportError:
-        log.warning("no suite.png: the figure needs matplotlib (pip install 'fastrl-engine[plot]')")
+        log.warning("no suite.png: the figure needs matplotlib (%s)", install_hint("plot"))
 
 
 def plot_suite(runs: list[dict], machine: dict, path: Path) -> Path:

@@ -31,6 +31,7 @@ from csrc_free_kernels.step_end import CONTINUES, TERMINATED, TRUNCATED
 from fastrl.envs.actions import ActionSpec, UnsupportedEnvError
 from fastrl.envs.base import EnvAdapter
 from fastrl.envs.registry import EnvBackend, register_env_backend
+from fastrl.errors import install_hint
 from fastrl.schema import EnvConfig
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 NAME = "crafter"
 IDS = {"crafter": True, "CrafterReward-v1": True, "CrafterNoReward-v1": False}  # id -> whether it rewards
-INSTALL = "pip install 'fastrl-engine[crafter]'"
+INSTALL = install_hint("crafter")
 
 
 def _crafter():

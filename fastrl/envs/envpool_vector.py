@@ -44,13 +44,14 @@ from fastrl.envs.base import EnvAdapter
 from fastrl.envs.group_member import GroupMember
 from fastrl.envs.gym import EnvOutputError
 from fastrl.envs.registry import EnvBackend, register_env_backend
+from fastrl.errors import install_hint
 from fastrl.schema import EnvConfig
 
 if TYPE_CHECKING:
     from fastrl.envs.obs_layout import ObsLayout
 
 NAME = "envpool"
-INSTALL = "pip install 'fastrl-engine[envpool]'"
+INSTALL = install_hint("envpool")
 
 
 def _envpool():

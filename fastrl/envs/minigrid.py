@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from fastrl.envs.actions import UnsupportedEnvError
+from fastrl.errors import install_hint
 
 PREFIXES = ("MiniGrid-", "BabyAI-")
 
@@ -60,7 +61,7 @@ def make_minigrid(env_id: str, **kwargs) -> gym.Env:
         import minigrid  # noqa: F401  (importing it registers the MiniGrid ids)
     except ImportError:
         raise UnsupportedEnvError(
-            f"env.id = {env_id!r} needs the minigrid package: pip install 'fastrl-engine[minigrid]'"
+            f"env.id = {env_id!r} needs the minigrid package: {install_hint('minigrid')}"
         ) from None
     if env_id not in gym.registry:
         import difflib

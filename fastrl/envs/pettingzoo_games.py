@@ -8,6 +8,7 @@ import importlib
 from typing import Any
 
 from fastrl.envs.actions import UnsupportedEnvError
+from fastrl.errors import install_hint
 
 PREFIX = "pettingzoo."  # the module path of PettingZoo's own envs
 
@@ -23,7 +24,7 @@ def make_pettingzoo(env_id: str, kwargs: dict) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        hint = " (pip install 'fastrl-engine[multiagent]')" if module_name.startswith(PREFIX) else ""
+        hint = f" ({install_hint('multiagent')})" if module_name.startswith(PREFIX) else ""
         raise UnsupportedEnvError(f"env.id = {env_id!r}: cannot import {module_name!r}{hint}: {exc}") from None
     target = getattr(module, attr, None)
     if target is None:
@@ -46,7 +47,7 @@ def _from_registry(module_name: str, name: str, kwargs: dict) -> Any:
         import pettingzoo
     except ImportError as exc:
         raise UnsupportedEnvError(
-            f"env.id = {module_name}:{name!r} needs PettingZoo (pip install 'fastrl-engine[multiagent]'): {exc}"
+            f"env.id = {module_name}:{name!r} needs PettingZoo ({install_hint('multiagent')}): {exc}"
         ) from None
     base, _, version = name.rpartition("_v")  # the module connect_four_v3 is registered as connect_four-v3
     key = f"{module_name[len(PREFIX) :]}/{base}-v{version}" if base and version.isdigit() else ""

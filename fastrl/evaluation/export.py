@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from fastrl.config import ConfigError
 from fastrl.envs.actions import BOX, MULTI_DISCRETE
+from fastrl.errors import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def export_policy(
 def _require_onnx() -> None:
     missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if not _importable(name)]
     if missing:
-        raise ConfigError(f"format = 'onnx' needs {', '.join(missing)}: pip install 'fastrl-engine[export]'")
+        raise ConfigError(f"format = 'onnx' needs {', '.join(missing)}: {install_hint('export')}")
 
 
 def _importable(name: str) -> bool:

@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from fastrl.config import ConfigError, EnvConfig
+from fastrl.errors import install_hint
 
 SUFFIXES = (".mp4", ".gif")
 ATARI_HZ = 60.0  # NTSC frames per second of the emulator
-_EXTRA = "pip install 'fastrl-engine[video]' (imageio, imageio-ffmpeg, and pygame for the classic-control envs)"
+_EXTRA = f"{install_hint('video')} (imageio, imageio-ffmpeg, and pygame for the classic-control envs)"
 
 
 def check_video_path(path: str | Path) -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from fastrl.config import ConfigError
+from fastrl.errors import install_hint
 
 X_AXES = ("frames", "seconds")
 CLOCKS = ("env", "inference", "learning", "waiting")
@@ -103,8 +104,7 @@ def import_figure():
         from matplotlib.figure import Figure
     except ImportError:
         raise ConfigError(
-            "fastrl plot needs matplotlib, which is not installed: pip install 'fastrl-engine[plot]' "
-            "(or pip install matplotlib)"
+            f"fastrl plot needs matplotlib, which is not installed: {install_hint('plot')} (or pip install matplotlib)"
         ) from None
     return Figure
 

@@ -10,6 +10,7 @@ import importlib.util
 from pathlib import Path
 
 from fastrl.config import Config, ConfigError
+from fastrl.errors import install_hint
 from fastrl.telemetry.scalars import scalars
 from fastrl.telemetry.tensorboard import RETURNS_TAG
 
@@ -18,7 +19,7 @@ def require_wandb() -> None:
     if importlib.util.find_spec("wandb") is None:
         raise ConfigError(
             "run.wandb = true needs the wandb package, which is not installed: "
-            "pip install 'fastrl-engine[wandb]' (or set run.wandb = false)"
+            f"{install_hint('wandb')} (or set run.wandb = false)"
         )
 
 

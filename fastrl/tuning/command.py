@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from fastrl.config import ConfigError
+from fastrl.errors import install_hint
 from fastrl.tuning.params import PARAM_GRAMMAR, parse_param
 
 EXIT_BAD_INPUT = 2
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fastrl tune: bad input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ImportError as exc:
-        print(f"fastrl tune needs optuna: pip install 'fastrl-engine[tune]' ({exc})", file=sys.stderr)
+        print(f"fastrl tune needs optuna: {install_hint('tune')} ({exc})", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("\nfastrl tune: stopped; run the same command again to go on with the study", file=sys.stderr)

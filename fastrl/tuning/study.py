@@ -40,6 +40,7 @@ from pathlib import Path
 
 from fastrl.bench.time_to_score import RESULT_FILE, check_options
 from fastrl.config import ConfigError
+from fastrl.errors import install_hint
 from fastrl.tuning.params import ParamSpec
 
 log = logging.getLogger(__name__)
@@ -391,7 +392,7 @@ def _plot(rows: list[Trial], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        log.info("fastrl tune: no matplotlib, no trials.png (pip install 'fastrl-engine[plot]')")
+        log.info("fastrl tune: no matplotlib, no trials.png (%s)", install_hint("plot"))
         return
     done = [(t.number, t.value) for t in rows if t.state == "complete"]
     if not done:
