@@ -7,10 +7,12 @@ Exit codes: 0 done, 1 a fault ended the run, 2 bad input (before anything starte
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from fastrl.config import ConfigError
 from fastrl.tuning import command as tune_command
@@ -410,5 +412,15 @@ def _working_folder_importable() -> None:
         sys.path.append(here)
 
 
+def run() -> NoReturn:
+    """The ``fastrl`` command as a process: ``main``, then exit without the interpreter's last full collection."""
+    code = main()
+    # Python's shutdown walks every object torch and its imports made (~0.8 s of a short run on 2 cores) to find
+    # cycles that are about to be freed with the process anyway; frozen objects are skipped. atexit handlers
+    # (log and TensorBoard flushes) still run.
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

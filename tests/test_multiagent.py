@@ -197,7 +197,7 @@ def test_an_async_pair_whose_envs_never_run_dry_still_beats_its_heartbeat_and_st
     """Connect Four under IMPALA with inline actors: free slots always wait, so the executor-actor pair always has
     work; it must still return to its loop (the heartbeat the watchdog reads, the stop flag) within a poll."""
     summary, _ = _c4(tmp_path, "async", "engine.mode='async'", "algo.name='impala'", "engine.envs=64",
-                     "engine.inline_actors=true", "reliability.watchdog_s=1.5", "run.max_seconds=4",
+                     "engine.inline_actors=true", "reliability.watchdog_s=1.5", "run.max_seconds=2.5",
                      "run.total_frames=100_000_000")
     assert summary["status"] == "complete" and summary["frames"] > 0
 

@@ -167,7 +167,7 @@ def test_pqn_is_bit_identical_across_layouts_and_reports_its_metrics(tmp_path):
         layout = [f"engine.executors={executors}", f"engine.actors={actors}", f"engine.inline_actors={inline}"]
         summary = fastrl.train(
             "configs/cartpole_pqn.toml",
-            [*QUICK, "run.total_frames=4096", *layout, "engine.step_delay_s=0.001"],
+            [*QUICK, "run.total_frames=2048", *layout, "engine.step_delay_s=0.001"],
             run_dir=run_dir,
         )
         assert summary["status"] == "complete"
