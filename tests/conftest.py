@@ -1,3 +1,4 @@
+import contextlib
 import os
 import sys
 import time
@@ -45,3 +46,11 @@ def in_process(capsys, monkeypatch):
             return code
 
     return Command()
+
+
+@pytest.fixture
+def scoped_registries():
+    """``scope(REGISTRY, ...)``: what this test registers in those registries (``fastrl.registry``) is forgotten
+    after it."""
+    with contextlib.ExitStack() as stack:
+        yield lambda *registries: [stack.enter_context(registry.scoped()) for registry in registries]

@@ -10,11 +10,11 @@ from fastrl.config import ConfigError
 pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
 
-def test_which_algorithms_learn_from_agent_rows_is_their_registrations_word(monkeypatch):
+def test_which_algorithms_learn_from_agent_rows_is_their_registrations_word(scoped_registries):
     learners = {name for name in ("a2c", "ppo", "impala", "pqn", "none") if learns_agent_rows(name)}
     assert learners == {"a2c", "ppo", "impala", "none"}  # "none" learns nothing, so any rows will do
     assert Algorithm("plain", "fastrl.algos.update_rule:Collect", lags=(0,)).agent_rows is False  # the default
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # registered for this test only
+    scoped_registries(registry.ALGORITHMS)  # registered for this test only
     register_algorithm(Algorithm("rows_probe", "fastrl.algos.update_rule:Collect", lags=(0,), agent_rows=True))
     assert learns_agent_rows("rows_probe")
     with pytest.raises(ConfigError, match="allowed values"):

@@ -90,7 +90,7 @@ def test_the_algorithm_recipe_trains_past_time_limits(recipes):
     assert summary["episodes"] >= 8 * 8  # each env's 128 steps end an episode at least every 16
 
 
-def test_the_algorithm_recipes_returns_bootstrap_each_time_limit_as_numpy_does(recipes, monkeypatch):
+def test_the_algorithm_recipes_returns_bootstrap_each_time_limit_as_numpy_does(recipes, monkeypatch, scoped_registries):
     """The recipe's rule in a serial run (its learner in this process) on episodes cut at 16 steps: each of its
     calls for returns and advantages, on the storage and the parameters it had, against the plain recursion."""
     import fastrl
@@ -98,7 +98,7 @@ def test_the_algorithm_recipes_returns_bootstrap_each_time_limit_as_numpy_does(r
     from fastrl.algos import registry
     from tests.helpers.returns_reference import returns_and_advantages_reference
 
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the recipe's registration: this test's
+    scoped_registries(registry.ALGORITHMS)  # the recipe's registration: this test's
     monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))
     spec = importlib.util.spec_from_file_location("my_vpg", recipes / "my_vpg.py")
     module = importlib.util.module_from_spec(spec)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.learning.extensions import LearnerExtension, register_learner_extension, unregister_learner_extension
+from fastrl.layers import LAYERS
+from fastrl.learning.extensions import LearnerExtension, register_learner_extension
 from fastrl.runs.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.engine
@@ -57,11 +58,10 @@ def recorded():
             return extension
         return build
 
-    register_learner_extension("late", factory("late"), order=90)
-    register_learner_extension("early", factory("early"), order=5)
-    yield log, built
-    unregister_learner_extension("late")
-    unregister_learner_extension("early")
+    with LAYERS.scoped():
+        register_learner_extension("late", factory("late"), order=90)
+        register_learner_extension("early", factory("early"), order=5)
+        yield log, built
 
 
 def test_each_barrier_calls_the_hooks_in_order_and_the_checkpoint_keeps_each_state(tmp_path, recorded):

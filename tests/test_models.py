@@ -292,8 +292,8 @@ def test_custom_module_failing_on_import(tmp_path, monkeypatch):
         build_model("fastrl_test_broken_models:make", CARTPOLE, np.float32, 2)
 
 
-def test_register_model(monkeypatch):
-    monkeypatch.setattr(registry_module, "_registered", {})
+def test_register_model(scoped_registries):
+    scoped_registries(registry_module.MODELS)
 
     def tiny(obs_shape, n_actions, hidden=8):
         return MLPPolicy(obs_shape, n_actions, hidden=(hidden,))
@@ -301,9 +301,10 @@ def test_register_model(monkeypatch):
     register_model("tiny", tiny)
     model = build_model("tiny", CARTPOLE, np.float32, 2, kwargs={"hidden": 5})
     assert isinstance(model, MLPPolicy) and model.hidden == (5,)
-    with pytest.raises(ValueError, match="already registered"):
-        register_model("tiny", tiny)
-    register_model("tiny", tiny, overwrite=True)
+    register_model("tiny", tiny)  # the same registration again: harmless (a module imported twice)
+    with pytest.raises(ValueError, match="a model named 'tiny' is registered already"):
+        register_model("tiny", lambda obs_shape, n_actions: tiny(obs_shape, n_actions))
+    register_model("tiny", lambda obs_shape, n_actions: tiny(obs_shape, n_actions), replace=True)
     with pytest.raises(ValueError, match="built-in"):
         register_model("nature", tiny)
     with pytest.raises(ValueError, match="':'"):

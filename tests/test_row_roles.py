@@ -11,9 +11,10 @@ import pytest
 import fastrl
 from fastrl.config import ConfigError, load_config
 from fastrl.envs.base import OPPONENT
+from fastrl.layers import LAYERS
 from fastrl.models.action_mask import attach
 from fastrl.models.uniform import UniformPolicy
-from fastrl.sampling.row_roles import register_row_roles, row_roles_for, row_roles_kind, unregister_row_roles
+from fastrl.sampling.row_roles import register_row_roles, row_roles_for, row_roles_kind
 
 pytest.importorskip("pettingzoo")
 
@@ -57,9 +58,9 @@ class SecondSeatUniform:
 @pytest.fixture
 def second_seat():
     SecondSeatUniform.built = []
-    register_row_roles("second_seat_uniform", lambda config: config.run.seed == MARK, SecondSeatUniform)
-    yield SecondSeatUniform
-    unregister_row_roles("second_seat_uniform")
+    with LAYERS.scoped():
+        register_row_roles("second_seat_uniform", lambda config: config.run.seed == MARK, SecondSeatUniform)
+        yield SecondSeatUniform
 
 
 @pytest.mark.engine
@@ -98,14 +99,12 @@ def test_the_extending_pages_row_role_registers_and_claims_the_second_seats():
     page = (Path(__file__).resolve().parents[1] / "docs" / "extending.md").read_text(encoding="utf-8")
     block = next(b for b in re.findall(r"```python\n(.*?)```", page, re.S) if b.startswith("# my_roles.py"))
     namespace: dict = {}
-    exec(compile(block, "my_roles.py", "exec"), namespace)
-    try:
+    with LAYERS.scoped():
+        exec(compile(block, "my_roles.py", "exec"), namespace)
         config = load_config(C4_CONFIG, SMALL)
         kind = row_roles_kind(config)
         assert kind is not None and kind.name == "uniform_second_seat"
         spec = SimpleNamespace(config=config, envs=4, env_unit=2)
-        roles = kind.build(spec, None, None)  # as an executor builds it: no device, no model
+        roles = kind.part("row_roles")(spec, None, None)  # as an executor builds it: no device, no model
         assert roles.unlearned_rows().tolist() == [False, True, False, True]
         assert roles.slots(np.arange(4), np.zeros(4, np.int64), 0).tolist() == [-1, 0, -1, 0]
-    finally:
-        unregister_row_roles("uniform_second_seat")

@@ -23,6 +23,7 @@ from typing import Any
 
 from fastrl.errors import ConfigError
 from fastrl.plugins import imported, resolved
+from fastrl.registry import Registry, RegistryError
 from fastrl.tables import build_section
 
 LAGS = {0: "sync", 1: "hts", None: "async"}  # the policy lag of each mode's data
@@ -65,18 +66,29 @@ class Algorithm:
         return resolved(self.rule, f"algorithm {self.name!r}'s rule")
 
 
-_REGISTRY: dict[str, Algorithm] = {}
+def _contract_of(name: str, algorithm: Any) -> str | None:
+    """What a registration lacks, or None (the registry's check)."""
+    if not isinstance(algorithm, Algorithm):
+        return (
+            f"it names {type(algorithm).__name__} {algorithm!r}, not a fastrl Algorithm: a plug-in module defines "
+            "NAME = fastrl.register_algorithm(fastrl.Algorithm(...)) (docs/extending.md)"
+        )
+    if algorithm.name != name:
+        return f"it is registered as {name!r} but its Algorithm is named {algorithm.name!r}"
+    return _contract(algorithm)
+
+
+ALGORITHMS: Registry[Algorithm] = Registry("algorithm", check=_contract_of)
 
 
 def register_algorithm(algorithm: Algorithm) -> Algorithm:
     """Make ``algorithm`` known under its name (a plug-in's module calls this at import); returns it."""
-    problem = _contract(algorithm)
+    if not isinstance(algorithm, Algorithm):
+        raise RegistryError(f"register_algorithm takes a fastrl Algorithm, got {type(algorithm).__name__}")
+    problem = _contract(algorithm)  # before the registry's own check of the name, to name the field
     if problem:
-        raise ConfigError(f"algorithm {algorithm.name!r} cannot be registered: {problem}")
-    known = _REGISTRY.get(algorithm.name)
-    if known is not None and known != algorithm:
-        raise ConfigError(f"an algorithm named {algorithm.name!r} is registered already ({known.summary})")
-    _REGISTRY[algorithm.name] = algorithm
+        raise RegistryError(f"algorithm {algorithm.name!r} cannot be registered: {problem}")
+    ALGORITHMS.register(algorithm.name, algorithm)
     return algorithm
 
 
@@ -106,46 +118,44 @@ def is_plugin(name: str) -> bool:
 def known(name: str) -> Algorithm | None:
     """The algorithm of ``algo.name`` if registered, or its plug-in already imported; None for a plug-in not yet
     imported (its checks wait for the run to start) and for unknown names."""
-    return _PLUGINS.get(name) if is_plugin(name) else _REGISTRY.get(name)
+    return _PLUGINS.get(name) if is_plugin(name) else ALGORITHMS.find(name)
 
 
 _PLUGINS: dict[str, Algorithm] = {}  # "package.module:NAME" -> the Algorithm found there
 
 
 def load_algorithm(name: str) -> Algorithm:
-    """The algorithm of ``algo.name``: a registered one, or a plug-in's ``"package.module:NAME"``, imported here
-    (when a run starts) and checked against the contract. Bad names and broken plug-ins: ``ConfigError``."""
+    """The algorithm of ``algo.name``: a registered one (an installed package's entry point included), or a
+    plug-in's ``"package.module:NAME"``, imported here (when a run starts) and checked against the contract. Bad
+    names and broken plug-ins: ``RegistryError``, a ``ConfigError``."""
     if not is_plugin(name):
-        found = _REGISTRY.get(name)
-        if found is None:
-            raise ConfigError(f"algo.name = {name!r}: {allowed_names()}")
-        return found
+        if name not in ALGORITHMS:
+            raise RegistryError(f"algo.name = {name!r}: {allowed_names()}")
+        return ALGORITHMS.get(name)
     found = _PLUGINS.get(name)
     if found is None:
         thing = imported(name, f"algo.name = {name!r}")
-        if not isinstance(thing, Algorithm):
-            raise ConfigError(
-                f"algo.name = {name!r} names {type(thing).__name__} {thing!r}, not a fastrl Algorithm: a plug-in "
-                "module defines NAME = fastrl.register_algorithm(fastrl.Algorithm(...)) (docs/extending.md)"
-            )
-        if _REGISTRY.get(thing.name) is not thing:
-            register_algorithm(thing)  # an Algorithm built but never registered: its contract is checked here
+        problem = _contract_of(getattr(thing, "name", name), thing)
+        if problem:
+            raise RegistryError(f"algo.name = {name!r}: {problem}")
+        if ALGORITHMS.find(thing.name) is not thing:
+            register_algorithm(thing)  # an Algorithm built but never registered: registered here
         found = _PLUGINS[name] = thing
     return found
 
 
 def allowed_names() -> str:
-    names = ", ".join(repr(n) for n in ("auto", *_REGISTRY))
+    names = ", ".join(repr(n) for n in ("auto", *ALGORITHMS.names()))
     return f"allowed values are {names}, or 'package.module:NAME' (an algorithm registered with register_algorithm)"
 
 
 def names() -> tuple[str, ...]:
     """The registered algorithms' names, in registration order (the built-ins first)."""
-    return tuple(_REGISTRY)
+    return ALGORITHMS.names()
 
 
 def registered() -> tuple[Algorithm, ...]:
-    return tuple(_REGISTRY.values())
+    return tuple(ALGORITHMS.values())
 
 
 def options_of(algorithm: Algorithm, table: dict) -> Any:
@@ -252,7 +262,7 @@ register_algorithm(
     )
 )
 
-BUILT_IN = frozenset(_REGISTRY)  # the algorithms above; any other is a plug-in
+BUILT_IN = frozenset(ALGORITHMS.names())  # the algorithms above; any other is a plug-in
 
 
 def is_built_in(name: str) -> bool:

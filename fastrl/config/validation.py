@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from fastrl.algos import registry
 from fastrl.errors import ConfigError
 from fastrl.modes import algorithm_error
+from fastrl.registry import check_entry_points
 from fastrl.tables import AUTO
 
 if TYPE_CHECKING:
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def validate(config: Config) -> None:
-    """Checks that involve more than one key."""
+    """Checks that involve more than one key, and the installed plug-ins' entry points."""
+    check_entry_points()
     engine = config.engine
     # keys still 'auto' are checked again once resolved (process/auto_layout.py), before the run starts
     if isinstance(engine.executors, int) and engine.executors > engine.envs:

@@ -22,6 +22,7 @@ from fastrl.envs.actions import ActionSpec
 from fastrl.envs.base import EnvAdapter
 from fastrl.envs.gym import EnvOutputError, GymEnv, UnsupportedEnvError
 from fastrl.envs.obs_layout import ObsLayout
+from fastrl.registry import Registry, RegistryError
 from fastrl.schema import EnvConfig
 
 DELAY_ENV_ID = "fastrl/DelayEnv-v0"
@@ -107,31 +108,31 @@ class EnvBackend:
     auto: bool = True
 
 
-_BACKENDS: dict[str, EnvBackend] = {}  # in the order they are asked: the first that claims an id makes it
+def _backend_check(name: str, backend: object) -> str | None:
+    if not isinstance(backend, EnvBackend):
+        return f"it is {type(backend).__name__} {backend!r}, not a fastrl EnvBackend"
+    if backend.name != name or not callable(backend.claims) or not callable(backend.make):
+        return f"it needs the name {name!r}, claims(id) and make(config, index); got {backend!r}"
+    return None
 
 
-def register_env_backend(backend: EnvBackend, before: str | None = None) -> EnvBackend:
-    """Make ``backend`` claim env ids, asked before the backend named ``before`` (default: after every other,
-    gymnasium's registry last of all); a name registered again replaces its backend where it stands."""
-    if not backend.name or not callable(backend.claims) or not callable(backend.make):
-        raise ValueError(f"register_env_backend: needs a name, claims(id) and make(config, index); got {backend!r}")
-    if backend.name in _BACKENDS:
-        _BACKENDS[backend.name] = backend
-        return backend
-    names = list(_BACKENDS)
-    if before is not None and before not in _BACKENDS:
-        raise ValueError(f"register_env_backend: no backend named {before!r} ({', '.join(names)})")
-    anchor = before or (GYMNASIUM if GYMNASIUM in _BACKENDS else None)  # gymnasium claims every id: keep it last
-    at = names.index(anchor) if anchor is not None else len(names)
-    order = list(_BACKENDS.items())
-    order.insert(at, (backend.name, backend))
-    _BACKENDS.clear()
-    _BACKENDS.update(order)
+# asked in order (lower first), the first that claims an id makes it: fastrl's own below 0, a plug-in's at 0 by
+# default (an installed package's "fastrl.env_backends" entry point too), gymnasium's last of all (it claims every id)
+ENV_BACKENDS: Registry[EnvBackend] = Registry("env backend", check=_backend_check)
+LAST = 1e9  # gymnasium's order
+
+
+def register_env_backend(backend: EnvBackend, order: float = 0.0, *, replace: bool = False) -> EnvBackend:
+    """Make ``backend`` claim env ids, asked at ``order`` among the others (fastrl's ``factory``, ``atari`` and
+    ``minigrid`` at -30, -20, -10; ``gymnasium`` last)."""
+    if not isinstance(backend, EnvBackend):
+        raise RegistryError(f"register_env_backend takes an EnvBackend, got {type(backend).__name__}")
+    ENV_BACKENDS.register(backend.name, backend, order=order, replace=replace)
     return backend
 
 
 def backends() -> tuple[EnvBackend, ...]:
-    return tuple(_BACKENDS.values())
+    return tuple(ENV_BACKENDS.values())
 
 
 def backend_for(config: EnvConfig) -> EnvBackend:
@@ -139,15 +140,15 @@ def backend_for(config: EnvConfig) -> EnvBackend:
     claims ``env.id``; ``UnsupportedEnvError`` for a name nobody registered or a backend that does not take the id."""
     register_fastrl_envs()
     if config.backend == "auto":
-        for backend in _BACKENDS.values():
+        for backend in ENV_BACKENDS.values():
             if backend.auto and backend.claims(config.id):
                 return backend
         raise UnsupportedEnvError(f"env.id = {config.id!r}: no env backend claims it")  # gymnasium's claims every id
-    named = _BACKENDS.get(config.backend)
+    named = ENV_BACKENDS.find(config.backend)
     if named is None:
         raise UnsupportedEnvError(
             f"env.backend = {config.backend!r}: no such env backend; registered: 'auto', "
-            f"{', '.join(map(repr, _BACKENDS))}"
+            f"{', '.join(map(repr, ENV_BACKENDS.names()))}"
         )
     if not named.claims(config.id):
         raise UnsupportedEnvError(
@@ -246,13 +247,13 @@ def _make_gymnasium(config: EnvConfig, env_index: int) -> EnvAdapter:
 
 
 GYMNASIUM = "gymnasium"
-for _backend in (
-    EnvBackend("factory", _is_factory_id, _make_from_factory, "'package.module:factory' ids"),
-    EnvBackend("atari", _is_atari, _make_atari, "ALE ids, with fastrl's own frame preprocessing"),
-    EnvBackend("minigrid", _is_minigrid, _make_minigrid, "MiniGrid-* ids, their grid as one-hot cells"),
-    EnvBackend(GYMNASIUM, lambda env_id: True, _make_gymnasium, "every other id: gymnasium.make"),
+for _order, _backend in (
+    (-30, EnvBackend("factory", _is_factory_id, _make_from_factory, "'package.module:factory' ids")),
+    (-20, EnvBackend("atari", _is_atari, _make_atari, "ALE ids, with fastrl's own frame preprocessing")),
+    (-10, EnvBackend("minigrid", _is_minigrid, _make_minigrid, "MiniGrid-* ids, their grid as one-hot cells")),
+    (LAST, EnvBackend(GYMNASIUM, lambda env_id: True, _make_gymnasium, "every other id: gymnasium.make")),
 ):
-    register_env_backend(_backend)
+    register_env_backend(_backend, order=_order)
 
 
 def probe_env(config: EnvConfig) -> EnvInfo:

@@ -4,8 +4,8 @@ The learner (``fastrl.learning.learner``) runs the barrier loop of every mode: l
 publish it, release the envs, checkpoint. A layer that must act in that loop (GALA's gossip, reward scaling, the
 self-play pool, named policies) is a ``LearnerExtension``: it overrides the hooks it needs, each a no-op here,
 and the learner calls every extension's hook at its point of the loop, in the order of their registrations'
-``order``. The learner never names an extension; a layer registers a factory with ``register_learner_extension``
-from its own package (built-in layers: ``fastrl.layers``).
+``order``. The learner never names an extension: it is a part of a layer (``fastrl.layers.Layer``), and
+``register_learner_extension`` registers a layer that is one extension alone.
 
 The points of the loop, in the order one barrier reaches them:
 
@@ -27,12 +27,11 @@ The points of the loop, in the order one barrier reaches them:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fastrl.plugins import resolved
+from fastrl.layers import Layer, layers_with, register_layer
 
 if TYPE_CHECKING:
     import torch
@@ -90,38 +89,15 @@ class LearnerExtension:
         """The learner sends no more."""
 
 
-@dataclass(frozen=True)
-class ExtensionKind:
-    """One registered extension: ``factory(learner)`` builds it for a learner, or returns None where the run does
-    not use it; ``order`` places its hooks among the others' (lower first)."""
-
-    name: str
-    factory: str | Callable[[Any], LearnerExtension | None]  # or "package.module:attr", imported when a run starts
-    order: int
-
-    def build(self, learner: Any) -> LearnerExtension | None:
-        return resolved(self.factory, f"learner extension {self.name!r}")(learner)
-
-
-_KINDS: dict[str, ExtensionKind] = {}
-
-
-def register_learner_extension(name: str, factory: str | Callable[[Any], LearnerExtension | None], order: int) -> None:
-    """Make an extension known; a layer's package calls this when imported."""
-    kind = ExtensionKind(name, factory, order)
-    known = _KINDS.get(name)
-    if known is not None and known != kind:
-        raise ValueError(f"a learner extension named {name!r} is registered already")
-    _KINDS[name] = kind
-
-
-def unregister_learner_extension(name: str) -> None:
-    """Forget an extension (a test's, or a plug-in's that is switched off)."""
-    _KINDS.pop(name, None)
+def register_learner_extension(
+    name: str, factory: str | Callable[[Any], LearnerExtension | None], order: float, *, replace: bool = False
+) -> None:
+    """A layer that is one learner extension and nothing else (``fastrl.layers.Layer``): ``factory(learner)``
+    builds it for a learner, or returns None where the run does not use it; ``order`` places its hooks."""
+    register_layer(Layer(name, order=order, learner_extension=factory), replace=replace)
 
 
 def extensions_for(learner: Any) -> list[LearnerExtension]:
-    """The extensions a learner's run uses, in hook order."""
-    kinds = sorted(_KINDS.values(), key=lambda kind: kind.order)
-    built = (kind.build(learner) for kind in kinds)
+    """The extensions a learner's run uses, in their layers' order."""
+    built = (layer.part("learner_extension")(learner) for layer in layers_with("learner_extension"))
     return [extension for extension in built if extension is not None]

@@ -37,7 +37,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag, Stat
 from fastrl.buffers.params import VERSION, SharedParams
 from fastrl.errors import StopRequested
-from fastrl.learning.extensions import LearnerExtension, PeerFinished, register_learner_extension
+from fastrl.learning.extensions import LearnerExtension, PeerFinished
 from fastrl.ranks.gala_ring import Place, RankGossip
 
 # mailbox header columns after the seqlock's [SEQ, VERSION]: the version the out-peer read last, "sends no more"
@@ -331,6 +331,3 @@ def gossip(learner) -> Gossip | None:
     if not learner.spec.gala:
         return None
     return Gossip(learner.spec, learner.buffers, learner.index, learner.model, learner.worker)
-
-
-register_learner_extension("gossip", gossip, order=40)  # mixes θ once every other extension has updated it

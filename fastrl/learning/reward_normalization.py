@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from csrc_free_kernels.reward_scaling import discounted_returns, new_stats, scale_rewards, step_moments
-from fastrl.learning.extensions import LearnerExtension, Storage, register_learner_extension
+from fastrl.learning.extensions import LearnerExtension, Storage
 from fastrl.ranks.cohort import Solo
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,3 @@ def reward_scaling(learner) -> RewardScaler | None:
     if not algo.normalize_rewards:
         return None
     return RewardScaler(len(learner.owned), algo.gamma, algo.reward_clip, learner.cohort)
-
-
-register_learner_extension("reward_scaling", reward_scaling, order=20)  # after the pool reads raw rewards

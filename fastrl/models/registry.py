@@ -28,6 +28,7 @@ from fastrl.models.multi import MultiInputPolicy
 from fastrl.models.precision import PRECISIONS, resolve_precision
 from fastrl.models.recurrent import hidden_size
 from fastrl.models.uniform import UniformPolicy
+from fastrl.registry import Registry
 
 ModelFactory = Callable[..., nn.Module]
 
@@ -37,25 +38,24 @@ _HIDDEN_MODELS: dict[str, type[nn.Module]] = {"mlp": MLPPolicy, "multi": MultiIn
 # ones the IMPALA ResNet, whose padded 3x3 convolutions and pools fit any size (a 7x7 view: 4, 2, 1)
 NATURE_MIN_SIZE = 36
 _BUILTIN_NAMES = ("auto", "mlp", "board", "multi", "random", *_IMAGE_MODELS)
-_registered: dict[str, ModelFactory] = {}
 
 
-def register_model(name: str, factory: ModelFactory, *, overwrite: bool = False) -> None:
-    """Make ``factory`` buildable as ``name``; it is called as
-    ``factory(obs_shape=..., n_actions=..., **kwargs)`` and must return an ``nn.Module``
-    with the policy interface. Built-in names cannot be replaced; a registered name only
-    with ``overwrite=True``."""
-    if not isinstance(name, str) or not name or ":" in name or name != name.strip():
-        raise ValueError(
-            f"register_model: name must be a non-empty string without ':' or surrounding spaces, got {name!r}"
-        )
+def _factory_check(name: str, factory: Any) -> str | None:
     if name in _BUILTIN_NAMES:
-        raise ValueError(f"register_model: {name!r} is a built-in model name ({_allowed()})")
-    if not callable(factory):
-        raise ValueError(f"register_model: factory for {name!r} is not callable: {factory!r}")
-    if name in _registered and not overwrite:
-        raise ValueError(f"register_model: {name!r} is already registered (pass overwrite=True to replace it)")
-    _registered[name] = factory
+        return f"{name!r} is a built-in model name ({_allowed()})"
+    return None if callable(factory) else f"its factory is not callable: {factory!r}"
+
+
+# the models registered by name (register_model) or by an installed package's "fastrl.models" entry point
+MODELS: Registry[ModelFactory] = Registry("model", check=_factory_check)
+
+
+def register_model(name: str, factory: ModelFactory | str, *, replace: bool = False) -> None:
+    """Make ``factory`` (or its ``"package.module:attr"``) buildable as ``name``; it is called as
+    ``factory(obs_shape=..., n_actions=..., **kwargs)`` and must return an ``nn.Module`` with the policy
+    interface. Built-in names cannot be taken; another factory under a registered name only with
+    ``replace=True`` (``fastrl.registry``'s rule for every extension point)."""
+    MODELS.register(name, factory, replace=replace)
 
 
 def build_model(
@@ -163,7 +163,7 @@ def _construct(
         )
     if resolved == "random":
         return UniformPolicy(shape, n_actions)
-    factory = _registered[name] if name in _registered else _import_factory(name) if ":" in name else None
+    factory = _import_factory(name) if ":" in name else MODELS.find(name)
     if factory is None:
         raise ValueError(f"unknown model {name!r}; {_allowed()}")
     return _call_factory(name, factory, shape, n_actions, _with_layout(factory, kw, layout))
@@ -205,7 +205,7 @@ def _set_precision(name: str, model: nn.Module, precision: str, device: torch.de
 
 
 def _allowed() -> str:
-    names = list(_BUILTIN_NAMES) + sorted(_registered)
+    names = list(_BUILTIN_NAMES) + list(MODELS.names())
     return "allowed: " + ", ".join(repr(n) for n in names) + ", or 'package.module:factory'"
 
 

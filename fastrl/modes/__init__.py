@@ -20,12 +20,15 @@ from __future__ import annotations
 from fastrl.algos import registry
 from fastrl.modes import asynchronous, gala, hts, sync
 from fastrl.modes.base import BarrierSteps, Mode, ModeSpec, Schedule
+from fastrl.registry import Registry, RegistryError
 from fastrl.schema import GALA_BASES, MODE_NAMES
 
-MODES: dict[str, Mode] = {mode.name: mode for mode in (sync.MODE, hts.MODE, asynchronous.MODE, gala.MODE)}
-if tuple(MODES) != MODE_NAMES or tuple(gala.BASES) != GALA_BASES:
+MODES: Registry[Mode] = Registry("mode", check=lambda name, mode: None if isinstance(mode, Mode) else "not a Mode")
+for _mode in (sync.MODE, hts.MODE, asynchronous.MODE, gala.MODE):
+    MODES.register(_mode.name, _mode)
+if MODES.names() != MODE_NAMES or tuple(gala.BASES) != GALA_BASES:
     raise ImportError(
-        f"fastrl.modes carries out engine.mode = {tuple(MODES)} and gala.base = {tuple(gala.BASES)}; "
+        f"fastrl.modes carries out engine.mode = {MODES.names()} and gala.base = {tuple(gala.BASES)}; "
         f"the schema's values are {MODE_NAMES} and {GALA_BASES} (fastrl.schema.engine)"
     )
 
@@ -44,10 +47,9 @@ __all__ = [
 
 
 def get_mode(name: str) -> Mode:
-    try:
-        return MODES[name]
-    except KeyError:
-        raise ValueError(f"engine.mode = {name!r} is not implemented; available: {', '.join(MODES)}") from None
+    if name not in MODES:
+        raise RegistryError(f"engine.mode = {name!r} is not implemented; available: {', '.join(MODES.names())}")
+    return MODES.get(name)
 
 
 def mode_of(config) -> ModeSpec:

@@ -1,25 +1,36 @@
-"""Multi-agent play as a layer on the core: agent rows, the self-play pool, named policies. Importing this package
-registers its parts (light: the implementations are named by path and imported when a run needs them)."""
+"""Multi-agent play as layers on the core: agent rows' checks, the self-play pool, named policies. Importing this
+package registers them (light: the implementations are named by path and imported when a run needs them)."""
 
 from __future__ import annotations
 
-from fastrl.layer_plans import register_plan_hook
-from fastrl.learning.extensions import register_learner_extension
-from fastrl.sampling.row_roles import register_row_roles
-from fastrl.telemetry.sections import register_metrics_section
+from fastrl.layers import Layer, register_layer
 
-register_plan_hook("multiagent", "fastrl.multiagent.checks:plan_multiagent")
-register_learner_extension("selfplay_pool", "fastrl.multiagent.selfplay:selfplay_pool", order=10)
-register_learner_extension("named_policies", "fastrl.multiagent.named_policies:named_policies", order=30)
-
-# who plays each agent's row: the seats of a self-play pool's snapshots, or each agent's named policy
-register_row_roles(
-    "selfplay_pool", lambda config: config.selfplay.opponents == "pool", "fastrl.multiagent.row_roles:PoolRoles"
+register_layer(
+    Layer(
+        "multiagent",
+        "a multi-agent env's agent rows: whole in every share of the envs, learned by an algorithm that reads them",
+        plan="fastrl.multiagent.checks:plan_multiagent",
+    )
 )
-register_row_roles(
-    "named_policies", lambda config: bool(config.multiagent.policies), "fastrl.multiagent.row_roles:NamedRoles"
+register_layer(
+    Layer(
+        "selfplay_pool",
+        "self-play against a pool of past snapshots, rated by Elo",
+        order=10,  # reads a storage's raw rewards, before reward scaling
+        learner_extension="fastrl.multiagent.selfplay:selfplay_pool",
+        row_roles="fastrl.multiagent.row_roles:PoolRoles",
+        plays_rows=lambda config: config.selfplay.opponents == "pool",
+        metrics="fastrl.multiagent.metrics:pool_metrics",
+    )
 )
-
-# their keys of the metrics lines
-register_metrics_section("selfplay_pool", "fastrl.multiagent.metrics:pool_metrics")
-register_metrics_section("named_policies", "fastrl.multiagent.metrics:named_policy_metrics")
+register_layer(
+    Layer(
+        "named_policies",
+        "each agent played by its own named policy: learning, frozen at a checkpoint, or scripted",
+        order=30,
+        learner_extension="fastrl.multiagent.named_policies:named_policies",
+        row_roles="fastrl.multiagent.row_roles:NamedRoles",
+        plays_rows=lambda config: bool(config.multiagent.policies),
+        metrics="fastrl.multiagent.metrics:named_policy_metrics",
+    )
+)

@@ -1,5 +1,5 @@
 """The multi-agent layer's checks, all in one place, run once before anything starts (``plan_multiagent``, a plan
-hook: ``fastrl.layer_plans``): a multi-agent env's rows stay whole in every share of the envs, the algorithm
+hook: ``fastrl.layers``): a multi-agent env's rows stay whole in every share of the envs, the algorithm
 learns from agent rows, the self-play pool's and the named policies' settings fit the mode and the env; and the
 shared memory they need (the pool's weight slots, the opponent tables).
 """
@@ -14,7 +14,7 @@ import torch
 from fastrl.algos.registry import learns_agent_rows, names
 from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo
-from fastrl.layer_plans import LayerNeeds
+from fastrl.layers import LayerNeeds
 from fastrl.modes import mode_of
 from fastrl.multiagent.named_policies import frozen_parameters, policy_map
 from fastrl.multiagent.selfplay import POOL, SHARED, pool_slots

@@ -13,7 +13,6 @@ from typing import Protocol
 
 from fastrl.buffers import RunBuffers
 from fastrl.config import EngineConfig, resolved_bool, resolved_int
-from fastrl.layers import load_layers
 from fastrl.sampling.channels import Channels
 from fastrl.spec import RunSpec
 
@@ -56,9 +55,7 @@ def torch_threads(role: str, engine: EngineConfig) -> int | None:
 
 def build_component(role: str, index: int, spec: RunSpec, channels: Channels, buffers: RunBuffers) -> Component:
     """Every role's class is looked up when called (tests substitute recording subclasses in its module),
-    and imported only here, so an executor process never imports torch's learner side. The built-in layers
-    register their parts first (``fastrl.layers``)."""
-    load_layers()
+    and imported only here, so an executor process never imports torch's learner side."""
     if role == "learner":
         from fastrl.learning import build_learner
 

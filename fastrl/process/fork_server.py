@@ -31,8 +31,6 @@ import os
 import signal
 from multiprocessing.context import ForkServerContext, SpawnContext
 
-from fastrl.layers import BUILT_IN_LAYERS
-
 # What every worker imports: torch above all, and the modules ``build_component`` loads for each role.
 # A module that fails to import here is skipped by the server; the worker then imports it and reports.
 PRELOAD = (
@@ -49,7 +47,7 @@ PRELOAD = (
     "fastrl.sampling.actor",
     "fastrl.sampling.executor",
     "fastrl.sampling.inline",
-    *BUILT_IN_LAYERS,  # every worker loads them first (``load_layers``): once here, not once a worker
+    "fastrl.builtin_layers",  # fastrl's own layers, registered once here rather than in every worker
     "fastrl.process.server_kernels",  # the numba kernels, loaded once here rather than in every worker
     "fastrl.process.server_freeze",  # last: what the modules above made is never walked by a worker's collector
 )

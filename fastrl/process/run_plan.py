@@ -1,5 +1,5 @@
 """The run's plan, made once in the main process before anything starts: the config checked against the env, the
-model and every layer (``fastrl.layer_plans``), the "auto" process layout and compiling resolved, and every
+model and every layer (``fastrl.layers``), the "auto" process layout and compiling resolved, and every
 buffer sized (refused if ``/dev/shm`` cannot hold it). Every worker gets the same numbers from it.
 """
 
@@ -13,7 +13,7 @@ from fastrl.buffers.arena import ShmSpaceError, check_space
 from fastrl.buffers.slots import SlotShape
 from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo, probe_env
-from fastrl.layer_plans import plan_layers
+from fastrl.layers import plan_layers
 from fastrl.modes import mode_of
 from fastrl.process.machine_limits import check_address_space, check_cgroup_memory
 from fastrl.spec import WorkerIds
@@ -59,12 +59,10 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
     from fastrl.buffers.params import count_parameters
     from fastrl.config import validate
     from fastrl.devices import resolve_devices
-    from fastrl.layers import load_layers
     from fastrl.models.compiling import resolve_compile
     from fastrl.models.policy import build_copy
     from fastrl.process.auto_layout import resolve_layout
 
-    load_layers()  # the built-in layers' registrations: their plan hooks below
     config = resolve_devices(config)  # "auto" devices placed, a GPU asked for where there is none refused
     load_algorithm(config.algo.name)  # a plug-in's module imported and its registration checked ...
     validate(config)  # ... and the config checked against it, as a built-in's is when the config is read

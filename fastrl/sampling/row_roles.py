@@ -13,23 +13,23 @@ weights play every row. A row role hands some rows to other players, and the exe
 Every answer must follow from the config, the version and what the requested rows hold (written before they are
 requested), never from timing or the process layout, so a run stays bit-identical across layouts.
 
-A kind of row role registers with ``register_row_roles(name, applies, factory)``: ``applies(config)`` says
-whether it plays a run's rows (at most one kind may), and ``factory(spec, buffers, device)`` builds it in each
-executor (``device`` None: it forwards nothing) and each actor (the device it forwards on). ``row_roles_for``
-finds the one that applies, after ``fastrl.layers.load_layers`` has imported the built-in layers.
+Row roles are a part of a layer (``fastrl.layers.Layer``: ``row_roles`` and ``plays_rows``);
+``register_row_roles(name, applies, factory)`` registers a layer that is one kind of row role alone.
+``applies(config)`` says whether it plays a run's rows (at most one layer may), and ``factory(spec, buffers,
+device)`` builds it in each executor (``device`` None: it forwards nothing) and each actor (the device it forwards
+on). ``row_roles_for`` finds the one that applies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from fastrl.errors import ConfigError
-from fastrl.layers import load_layers
-from fastrl.plugins import resolved
+from fastrl.layers import Layer, layers_with, register_layer
+from fastrl.registry import RegistryError
 
 if TYPE_CHECKING:  # annotations only: the executors never import torch for this
     import torch
@@ -59,45 +59,19 @@ class RowRoles(Protocol):
 Factory = Callable[..., RowRoles]  # (spec, buffers, device) -> RowRoles
 
 
-@dataclass(frozen=True)
-class RowRolesKind:
-    name: str
-    applies: Callable[[Config], bool]
-    factory: Factory | str  # or "package.module:attr", imported when a run it applies to starts
-
-    def build(self, spec, buffers, device) -> RowRoles:
-        return resolved(self.factory, f"row roles {self.name!r}")(spec, buffers, device)
-
-
-_KINDS: dict[str, RowRolesKind] = {}
-
-
-def register_row_roles(name: str, applies: Callable[[Config], bool], factory: Factory | str) -> RowRolesKind:
-    """Make a kind of row role known: ``applies(config)`` says whether it plays a run's rows, ``factory(spec,
-    buffers, device)`` builds it (or its ``"package.module:attr"``, imported only when a run it applies to starts).
-    Registering a name again replaces its kind."""
-    if not name:
-        raise ConfigError("a kind of row role needs a name")
+def register_row_roles(name: str, applies: Callable[[Config], bool], factory: Factory | str, *,
+                       replace: bool = False) -> Layer:
+    """A layer that is one kind of row role and nothing else (``fastrl.layers.Layer``): ``applies(config)`` says
+    whether it plays a run's rows, ``factory(spec, buffers, device)`` builds it (or its ``"package.module:attr"``,
+    imported only when a run it applies to starts)."""
     if not callable(applies):
-        raise ConfigError(f"row roles {name!r}: applies must be a function of the config (got {applies!r})")
-    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
-        raise ConfigError(
-            f"row roles {name!r}: factory must be (spec, buffers, device) -> RowRoles or its "
-            f"'package.module:attr' (got {factory!r})"
-        )
-    kind = _KINDS[name] = RowRolesKind(name, applies, factory)
-    return kind
+        raise RegistryError(f"row roles {name!r}: applies must be a function of the config (got {applies!r})")
+    return register_layer(Layer(name, row_roles=factory, plays_rows=applies), replace=replace)
 
 
-def unregister_row_roles(name: str) -> None:
-    """Forget a kind of row role (a test's own, once it is done)."""
-    _KINDS.pop(name, None)
-
-
-def row_roles_kind(config: Config) -> RowRolesKind | None:
-    """The kind of row role that applies to ``config``, or None: the learner's weights play every row."""
-    load_layers()
-    applying = [kind for kind in _KINDS.values() if kind.applies(config)]
+def row_roles_kind(config: Config) -> Layer | None:
+    """The layer whose row roles play ``config``'s rows, or None: the learner's weights play every row."""
+    applying = [layer for layer in layers_with("row_roles") if layer.plays_rows(config)]
     if len(applying) > 1:
         raise ConfigError(
             f"more than one kind of row role applies to this run ({', '.join(k.name for k in applying)}): "
@@ -107,7 +81,7 @@ def row_roles_kind(config: Config) -> RowRolesKind | None:
 
 
 def row_roles_for(spec, buffers, device: torch.device | None = None) -> RowRoles | None:
-    """The run's row roles (``device``: where an actor forwards; None in an executor), or None where no kind
-    applies."""
-    kind = row_roles_kind(spec.config)
-    return None if kind is None else kind.build(spec, buffers, device)
+    """The run's row roles (``device``: where an actor forwards; None in an executor), or None where no layer
+    plays its rows."""
+    layer = row_roles_kind(spec.config)
+    return None if layer is None else layer.part("row_roles")(spec, buffers, device)

@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fastrl.registry import Registry
 from fastrl.schema.engine import (
     GALA_BASES,
     MODE_NAMES,
@@ -58,14 +59,15 @@ __all__ = [
 
 # (engine.mode, the algo section, the model section) -> None: fills their "auto" keys that follow from the others
 DerivedDefaults = Callable[[str, AlgoConfig, ModelConfig], None]
-_derived_defaults: DerivedDefaults | None = None
+DERIVED_DEFAULTS: Registry[DerivedDefaults] = Registry(
+    "derived default", check=lambda name, resolve: None if callable(resolve) else "not a function"
+)
 
 
-def install_derived_defaults(resolve: DerivedDefaults) -> None:
-    """What every ``Config`` made runs on its mode, algo and model sections (``fastrl.config.derived``, installed
-    when ``fastrl`` is imported)."""
-    global _derived_defaults
-    _derived_defaults = resolve
+def install_derived_defaults(resolve: DerivedDefaults, name: str = "fastrl") -> None:
+    """What every ``Config`` made runs on its mode, algo and model sections, in order (fastrl's own:
+    ``fastrl.config.derived``, installed when ``fastrl`` is imported)."""
+    DERIVED_DEFAULTS.register(name, resolve)
 
 
 @dataclass
@@ -82,9 +84,10 @@ class Config:
     dist: DistConfig = _f(DistConfig(), "many machines: torch.distributed between ranks launched by torchrun")
 
     def __post_init__(self) -> None:
-        if _derived_defaults is None:
+        if not DERIVED_DEFAULTS.names():
             raise RuntimeError("a Config was made before fastrl.config installed its derived defaults")
-        _derived_defaults(self.engine.mode, self.algo, self.model)
+        for resolve in DERIVED_DEFAULTS.values():
+            resolve(self.engine.mode, self.algo, self.model)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

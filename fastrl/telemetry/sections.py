@@ -1,10 +1,10 @@
 """Metrics sections: the one way a layer adds its own keys to each metrics line.
 
 The telemetry (``fastrl.telemetry.metrics``) writes what every run has (frames, returns, losses, timing); a
-layer with figures of its own (the self-play pool's ratings, named policies' returns) registers a factory with
-``register_metrics_section``, by path. ``factory(config)`` builds its section for a run, or returns None where
-the run does not use it. The telemetry hands every finished episode to each section and merges each section's
-``fields`` into every line, in registration order.
+layer with figures of its own (the self-play pool's ratings, named policies' returns) names a factory as its
+``metrics`` part (``fastrl.layers.Layer``), by path. ``factory(config)`` builds its section for a run, or
+returns None where the run does not use it. The telemetry hands every finished episode to each section and
+merges each section's ``fields`` into every line, in the layers' order.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fastrl.plugins import resolved
+from fastrl.layers import Layer, layers_with, register_layer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,22 +38,13 @@ class MetricsSection:
         return {}
 
 
-_FACTORIES: dict[str, str | Callable[[Any], MetricsSection | None]] = {}
-
-
-def register_metrics_section(name: str, factory: str | Callable[[Any], MetricsSection | None]) -> None:
-    """Make a layer's section known (``factory``: the function, or its ``"package.module:attr"`` path)."""
-    _FACTORIES[name] = factory
+def register_metrics_section(name: str, factory: str | Callable[[Any], MetricsSection | None], *,
+                             replace: bool = False) -> None:
+    """A layer that is one metrics section and nothing else (``fastrl.layers.Layer``'s ``metrics``)."""
+    register_layer(Layer(name, metrics=factory), replace=replace)
 
 
 def sections_for(config: Config) -> list[MetricsSection]:
-    """The sections a run's metrics carry, in registration order (the built-in layers registered first)."""
-    from fastrl.layers import load_layers
-
-    load_layers()
-    sections = []
-    for name, factory in _FACTORIES.items():
-        section = resolved(factory, f"metrics section {name!r}")(config)
-        if section is not None:
-            sections.append(section)
-    return sections
+    """The sections a run's metrics carry, in their layers' order."""
+    built = (layer.part("metrics")(config) for layer in layers_with("metrics"))
+    return [section for section in built if section is not None]
