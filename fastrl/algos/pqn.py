@@ -4,7 +4,8 @@ regression of Q(s, a) onto them; LayerNorm in the network keeps the bootstrapped
 are ε-greedy.
 
 Written as a plug-in from another package would be, through the plug-in point alone: its rule, its action
-sampler, its network and its options live here, and ``fastrl.algos.registry`` holds its one registration.
+sampler and its network live here, its options beside it (``fastrl.algos.pqn_options``: the config layer reads
+them without torch), and ``fastrl.algos.registry`` holds its one registration.
 What it inherits without knowing how: executors' uniforms and fixed micro-batches (its runs are
 bit-identical across layouts), exact resume, the fault handling, the metrics, export.
 
@@ -26,7 +27,6 @@ the λ-return at an episode's end; these do, as the paper's code does).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from csrc_free_kernels.epsilon_greedy import MASKED_BELOW, epsilon_greedy, epsilon_greedy_rows_kernel
 from fastrl.algos import minibatches
 from fastrl.algos.advantages import returns_and_advantages
+from fastrl.algos.pqn_options import PQNOptions
 from fastrl.algos.schedules import FrameClock
 from fastrl.algos.update_rule import Update, UpdateRule, checked_losses, gradients_of
 from fastrl.envs.actions import DISCRETE
@@ -45,18 +46,6 @@ from fastrl.models.mlp import init_orthogonal
 from fastrl.models.normalizer import obs_to_float
 
 PQN_STREAM = 7  # seeding purpose of PQN's minibatch permutations (see fastrl.seeding)
-
-
-@dataclass
-class PQNOptions:
-    """PQN's own hyper-parameters: the config's ``[algo.options]`` table."""
-
-    epsilon_start: float = field(default=1.0, metadata={"doc": "ε at the start", "min": 0.0, "max": 1.0})
-    epsilon_final: float = field(default=0.01, metadata={"doc": "ε after the anneal", "min": 0.0, "max": 1.0})
-    epsilon_anneal_frames: int = field(
-        default=0, metadata={"doc": "frames over which ε moves to epsilon_final (0: run.total_frames / 10)", "min": 0}
-    )
-    q_lambda: float = field(default=0.65, metadata={"doc": "λ of the Q(λ) targets", "min": 0.0, "max": 1.0})
 
 
 def epsilon_at(options: PQNOptions, clock: FrameClock, version: int) -> float:

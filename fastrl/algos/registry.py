@@ -245,7 +245,7 @@ register_algorithm(
         summary="PQN: Q(lambda) from parallel envs, LayerNorm, no replay or target network, epsilon-greedy",
         metrics=("epsilon", "q_mean"),
         epochs=True,
-        options="fastrl.algos.pqn:PQNOptions",
+        options="fastrl.algos.pqn_options:PQNOptions",
         sampler="fastrl.algos.pqn:epsilon_greedy_sampler",
         model="fastrl.algos.pqn:q_network",
     )
