@@ -27,10 +27,11 @@ def test_the_modes_take_what_the_registrations_say():
     (["algo.name='ppo'", "engine.mode='async'"], "engine.mode = 'async' learns with algo.name = 'impala'"),
     (["algo.name='dqn'"], "algo.name = 'dqn': allowed values are 'auto', 'a2c', 'ppo', 'impala', 'pqn', 'none', "
                           "or 'package.module:NAME'"),
-    (["algo.name='ppo'", "algo.options={ x = 1 }"], r"algo.options = \{'x': 1\}: algo.name = 'ppo' takes no options"),
+    (["algo.name='a2c'", "algo.options={ x = 1 }"], r"algo.options = \{'x': 1\}: algo.name = 'a2c' takes no options"),
+    (["algo.name='ppo'", "algo.options={ x = 1 }"], "unknown config key 'algo.options.x'"),
     (["algo.name='pqn'", "algo.options={ epsilon = 1 }"], "unknown config key 'algo.options.epsilon'"),
     (["algo.name='pqn'", "algo.options={ q_lambda = 2.0 }"], r"algo.options.q_lambda = 2.0: must be <= 1"),
-    (["algo.name='pqn'", "algo.clip_schedule='linear'"], "anneals PPO's clip range: algo.name is 'pqn'"),
+    (["algo.name='pqn'", "algo.options.clip_schedule='linear'"], "unknown config key 'algo.options.clip_schedule'"),
 ])
 def test_a_config_is_checked_against_its_algorithms_registration(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from fastrl.algos.registry import load_algorithm, options_of
 from fastrl.config import load_config
 
 pytestmark = pytest.mark.unit  # the fast tier: no engine run
@@ -23,6 +24,7 @@ def test_pong_impala_matches_the_papers_atari_settings_on_the_mean_loss():
     assert (algo.optimizer, algo.lr, algo.lr_schedule, algo.rms_alpha) == ("rmsprop", PAPER["lr"], "linear", 0.99)
     assert math.isclose(algo.eps, math.sqrt(PAPER["rmsprop_eps"]) / steps)  # TF's epsilon sits under the root
     assert math.isclose(algo.max_grad_norm, PAPER["grad_clip"] / steps)
-    assert algo.gamma == PAPER["gamma"] and (algo.rho_bar, algo.c_bar) == (1.0, 1.0)
+    vtrace = options_of(load_algorithm("impala"), algo.options)
+    assert algo.gamma == PAPER["gamma"] and (vtrace.rho_bar, vtrace.c_bar) == (1.0, 1.0)
     assert config.env.atari.clip_rewards and config.env.atari.episodic_life
     assert (config.env.atari.frame_skip, config.env.atari.stack, config.env.atari.size) == (4, 4, 84)

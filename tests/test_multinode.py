@@ -34,7 +34,7 @@ def _params(run_dir: Path) -> dict:
     pytest.param("configs/cartpole_hts.toml", 2400, ["dist.bucket_mb=0.001"], marks=pytest.mark.slow),
     # PPO: global minibatches, advantages normalised over them; 8 x 16 steps; buckets as above; the KL target stops
     # the last two updates' epochs part-way (at 2 and 1.25 of 4, measured in one process): every rank at one step
-    ("configs/cartpole_ppo.toml", 2048, ["dist.bucket_mb=0.001", "algo.target_kl=0.006"]),
+    ("configs/cartpole_ppo.toml", 2048, ["dist.bucket_mb=0.001", "algo.options.target_kl=0.006"]),
 ])
 def test_two_ranks_of_four_envs_learn_what_one_rank_of_eight_learns(tmp_path, config, frames, extra):
     overrides = [*QUICK, f"run.total_frames={frames}", *extra]

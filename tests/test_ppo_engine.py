@@ -81,10 +81,10 @@ def _recorded_run(tmp_path, monkeypatch, mode: str, *extra: str) -> None:
         "run.target_return=inf",
         f"run.seed={SEED}", f"run.dir='{tmp_path}'", "model.name='tests.helpers.recording:linear_policy'",
         "algo.name='ppo'", "algo.optimizer='sgd'", f"algo.lr={LR}", "algo.max_grad_norm=0", f"algo.gamma={GAMMA}",
-        f"algo.gae_lambda={LAM}", f"algo.clip={CLIP}", "algo.clip_schedule='linear'", f"algo.clip_final={CLIP_FINAL}",
-        f"algo.value_coef={VALUE_COEF}",
+        f"algo.options.gae_lambda={LAM}", f"algo.options.clip={CLIP}", "algo.options.clip_schedule='linear'",
+        f"algo.options.clip_final={CLIP_FINAL}", f"algo.value_coef={VALUE_COEF}",
         f"algo.entropy_coef={ENTROPY_COEF}", f"algo.epochs={EPOCHS}", f"algo.minibatches={MINIBATCHES}",
-        "algo.lr_schedule='constant'", "algo.value_clip=0.0", *extra,
+        "algo.lr_schedule='constant'", "algo.options.value_clip=0.0", *extra,
     ]
     fastrl.train({}, overrides, run_dir=tmp_path / "run")
 
@@ -114,7 +114,7 @@ def test_ppo_epochs_start_from_the_right_parameters_on_the_right_data(tmp_path, 
 
 def test_target_kl_stops_the_epochs_before_the_first_minibatch_past_it(tmp_path, monkeypatch):
     target = 0.0003  # stops some updates part-way and lets others run every epoch (asserted)
-    _recorded_run(tmp_path, monkeypatch, "sync", f"algo.target_kl={target}")
+    _recorded_run(tmp_path, monkeypatch, "sync", f"algo.options.target_kl={target}")
     data = [d for d, _ in RecordingLearner.records]
     theta = [p for _, p in RecordingLearner.records]
     taken: list[int] = []

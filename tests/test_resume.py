@@ -31,7 +31,8 @@ ANNEALED = [
     "algo.entropy_schedule='linear'", "algo.entropy_coef=0.05", "algo.entropy_final=0.0",
     "algo.entropy_anneal_frames=600", "algo.lr_schedule='linear'", "algo.lr_final=1e-4", "algo.lr_anneal_frames=600",
 ]
-ANNEALED_CLIP = ["algo.clip_schedule='linear'", "algo.clip=0.3", "algo.clip_final=0.1", "algo.clip_anneal_frames=600"]
+ANNEALED_CLIP = ["algo.options.clip_schedule='linear'", "algo.options.clip=0.3", "algo.options.clip_final=0.1",
+                 "algo.options.clip_anneal_frames=600"]
 
 
 # PPO resumes exactly in the default set with Box actions, LSTMs and reward normalisation (hts-ppo there); here

@@ -3,6 +3,7 @@
 import pytest
 
 from fastrl.algos import schedules
+from fastrl.algos.ppo_options import PPOOptions
 from fastrl.config import AlgoConfig, ConfigError, load_config
 
 pytestmark = pytest.mark.unit
@@ -100,9 +101,9 @@ def test_a_late_cooldown_leaves_every_rate_before_it_bit_identical_then_scales_i
         ("algo.lr_anneal_start=-1", "algo.lr_anneal_start"),
         ("algo.lr_cooldown_factor=1.5", "algo.lr_cooldown_factor"),
         ("algo.lr_cooldown_frames=0", "algo.lr_cooldown_frames"),
-        ("algo.clip_schedule='step'", "algo.clip_schedule"),
-        ("algo.clip_final=0", "algo.clip_final"),
-        ("algo.clip_anneal_frames=-1", "algo.clip_anneal_frames"),
+        ("algo.options.clip_schedule='step'", "algo.options.clip_schedule"),
+        ("algo.options.clip_final=0", "algo.options.clip_final"),
+        ("algo.options.clip_anneal_frames=-1", "algo.options.clip_anneal_frames"),
     ],
 )
 def test_bad_schedules_are_refused_by_name(override, named):
@@ -111,16 +112,17 @@ def test_bad_schedules_are_refused_by_name(override, named):
 
 
 def test_a_linear_clip_range_reaches_its_final_value_and_stays():
-    algo = AlgoConfig(clip_schedule="linear", clip=0.2, clip_final=0.1, clip_anneal_frames=1000)
-    values = [schedules.clip_range(algo, f, 10**7) for f in (0, 500, 1000, 5000)]
+    ppo = PPOOptions(clip_schedule="linear", clip=0.2, clip_final=0.1, clip_anneal_frames=1000)
+    values = [schedules.clip_range(ppo, f, 10**7) for f in (0, 500, 1000, 5000)]
     assert values == pytest.approx([0.2, 0.15, 0.1, 0.1])
     # split between learners as the entropy's, and defaulting to the run's frames
-    assert schedules.clip_range(AlgoConfig(clip_schedule="linear", clip=0.3), 250, 1000, share=2) == pytest.approx(0.2)
-    assert schedules.clip_range(AlgoConfig(clip=0.3, clip_final=0.1, clip_anneal_frames=10), 500, 1000) == 0.3
+    assert schedules.clip_range(PPOOptions(clip_schedule="linear", clip=0.3), 250, 1000, share=2) == pytest.approx(0.2)
+    assert schedules.clip_range(PPOOptions(clip=0.3, clip_final=0.1, clip_anneal_frames=10), 500, 1000) == 0.3
 
 
 def test_a_clip_schedule_is_refused_where_nothing_clips():
-    with pytest.raises(ConfigError, match="algo.clip_schedule = 'linear'.*'impala'"):
-        load_config(None, ["engine.mode='async'", "algo.clip_schedule='linear'"])
-    with pytest.raises(ConfigError, match="algo.target_kl = 0.01 stops PPO's epochs.*'a2c'"):
-        load_config(None, ["algo.name='a2c'", "algo.target_kl=0.01"])
+    # PPO's own options: an algorithm without them refuses them by name
+    with pytest.raises(ConfigError, match="unknown config key 'algo.options.clip_schedule'"):
+        load_config(None, ["engine.mode='async'", "algo.options.clip_schedule='linear'"])
+    with pytest.raises(ConfigError, match="'a2c' takes no options of its own .target_kl is an option of ppo"):
+        load_config(None, ["algo.name='a2c'", "algo.options.target_kl=0.01"])

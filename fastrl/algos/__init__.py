@@ -1,8 +1,11 @@
-"""The learning algorithms, one module each, every one owning its loss and its update rule:
+"""The learning algorithms, one module each, every one owning its loss and its update rule, and its own
+hyper-parameters (the config's ``[algo.options]``) in a light ``*_options`` module beside it, which the config
+checks and lists without importing torch:
 
 - ``a2c``     A2C: ``A2CSync`` (PAAC, lag 0) and ``A2CDelayed`` (HTS-RL's delayed gradient, lag 1).
-- ``ppo``     PPO: clipped-surrogate epochs over minibatches (sync, and hts through a trainee).
-- ``impala``  IMPALA: one V-trace step per gathered batch (async).
+- ``ppo``     PPO: clipped-surrogate epochs over minibatches (sync, and hts through a trainee); ``ppo_options``.
+- ``impala``  IMPALA: one V-trace step per gathered batch (async); ``impala_options``.
+- ``pqn``     PQN: Q(λ) regression, ε-greedy acting, written as a plug-in would be; ``pqn_options``.
 - ``update_rule``  what the rules share: the protocol the learner drives, ``Update``, ``Collect`` (no learning).
 - ``registry``     one registration per algorithm (the built-ins' and plug-ins'): what the config, the modes,
   the learner and the metrics know of it.

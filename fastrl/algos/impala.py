@@ -8,7 +8,9 @@ observation (``fastrl.algos.time_limits``); a terminated one does not. A multi-a
 ``live`` field): the policy terms over the rows whose agent acted, the value term over those where it was
 present; a waiting agent's action was thrown away, so its ratio is 1 (the trace passes through it on-policy).
 V-trace runs as the numba kernel on a CPU learner and in torch on a GPU one (same math,
-tested against the numpy reference).
+tested against the numpy reference). Its truncations and lambda are IMPALA's own options (``ImpalaOptions``,
+``fastrl.algos.impala_options``: the config's ``[algo.options]``); the batch, ``algo.batch_slots``, is the async
+mode's.
 
 Loss scale against the paper. Its loss (the ``scalable_agent`` code) sums over the N = T x B
 steps of a batch and halves the squared value error, so that d loss / d V = −(v_s − V):
@@ -29,6 +31,7 @@ import numpy as np
 import torch
 
 from csrc_free_kernels.vtrace import vtrace
+from fastrl.algos.impala_options import ImpalaOptions
 from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import Gradient, LossStats, forward_storage, live_weights, weighted_mean
 from fastrl.algos.vtrace_torch import vtrace_torch
@@ -44,10 +47,11 @@ def impala_loss(
     device: torch.device,
     distribution: ActionDistribution = CATEGORICAL,
     entropy_coef: float | None = None,
+    options: ImpalaOptions | None = None,
 ):
     """V-trace's ratios compare the stored behaviour log-probs with ``distribution``'s of the current head
     (summed over dimensions for MultiDiscrete and Box). ``entropy_coef``: the scheduled bonus (default
-    ``algo.entropy_coef``)."""
+    ``algo.entropy_coef``); ``options``: V-trace's truncations and lambda (default ``ImpalaOptions()``)."""
     steps = storage["action"].shape[1] - 1
     obs = storage.tensor("obs")
     actions = storage.tensor("action")[:, :steps]
@@ -58,7 +62,9 @@ def impala_loss(
     target = chosen.detach()
     if acting is not None:  # an action thrown away was never taken: ratio 1
         target = torch.where(acting > 0, target, storage.tensor("logp")[:, :steps].to(target.dtype))
-    vs, advantages = _vtrace(storage, target, values.detach(), ends, algo, device)
+    own = options if options is not None else ImpalaOptions()
+    args = (algo.gamma, own.rho_bar, own.c_bar, own.vtrace_lambda)
+    vs, advantages = _vtrace(storage, target, values.detach(), ends, args, device)
     policy_loss = -weighted_mean(advantages * chosen, acting)
     value_loss = weighted_mean((vs - values[:, :steps]).pow(2), present)
     entropy = weighted_mean(entropies, acting)
@@ -68,12 +74,12 @@ def impala_loss(
 
 
 def _vtrace(
-    storage, target_logp: torch.Tensor, values: torch.Tensor, ends: np.ndarray, algo: AlgoConfig, device: torch.device
+    storage, target_logp: torch.Tensor, values: torch.Tensor, ends: np.ndarray, args: tuple, device: torch.device
 ):
-    """(v_s, advantages) as tensors on ``device``; numba on the CPU, torch elsewhere."""
+    """(v_s, advantages) as tensors on ``device``; numba on the CPU, torch elsewhere. ``args``: (gamma, rho_bar,
+    c_bar, lambda)."""
     steps = target_logp.shape[1]
     behaviour, rewards, dones = (storage[k][:, :steps] for k in ("logp", "reward", "done"))
-    args = (algo.gamma, algo.rho_bar, algo.c_bar, algo.vtrace_lambda)
     if device.type == "cpu":
         vs, advantages = vtrace(
             behaviour, target_logp.float().numpy(), rewards, dones, values.float().numpy(), *args, final_values=ends
@@ -87,5 +93,9 @@ def _vtrace(
 class Impala(Gradient):
     """One V-trace step per batch at the current θ; the async learner measures the lag (``lag`` None)."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.options: ImpalaOptions = self.options if self.options is not None else ImpalaOptions()
+
     def _loss(self, net, storage):
-        return impala_loss(net, storage, self.algo, self.device, self.distribution, self.entropy_coef)
+        return impala_loss(net, storage, self.algo, self.device, self.distribution, self.entropy_coef, self.options)

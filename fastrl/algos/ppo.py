@@ -4,6 +4,12 @@ The storage's behaviour log-probs (written by the actor with the policy that act
 ``old`` policy of the ratio, so the same loss serves ``sync`` (ratio starts at 1) and ``hts``
 (the learner starts one version ahead; the clipped ratio corrects for that lag).
 
+Its own hyper-parameters are ``PPOOptions`` (``fastrl.algos.ppo_options``: the config's ``[algo.options]``, kept
+apart only because the config imports no torch): the clip range and its schedule, the value clip, the KL target,
+GAE's lambda, advantage normalisation. What it shares: the learning rate, discount and loss weights of ``[algo]``,
+the minibatch plan (``algo.epochs``, ``algo.minibatches``: ``fastrl.algos.minibatches``, PQN's too), the returns
+(``fastrl.algos.advantages``) and the rule protocol the learner drives (``fastrl.algos.update_rule``).
+
 The rule: GAE advantages from the values the actors wrote and the trainee's bootstrap values,
 then ``algo.epochs`` passes of ``algo.minibatches`` minibatches drawn from (run seed, rollout).
 Lag 0 (sync): on D(θ_j) from θ_j. Lag 1 (hts): the epochs on D(θ_j) start from θ_{j+1}, the
@@ -21,9 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fastrl.algos import minibatches
+from fastrl.algos import minibatches, schedules
 from fastrl.algos.advantages import returns_and_advantages
 from fastrl.algos.minibatches import minibatch_indices  # noqa: F401 - PPO's, where its tests look for it
+from fastrl.algos.ppo_options import PPOOptions
 from fastrl.algos.update_rule import (
     Losses,
     Update,
@@ -127,6 +134,8 @@ class PPO(UpdateRule):
         super().__init__(*args, **kwargs)
         if self.lag is None:
             raise ValueError("ppo runs in a barrier mode (sync: lag 0, hts: lag 1), not with a measured lag")
+        self.options: PPOOptions = self.options if self.options is not None else PPOOptions()
+        self.clip = self.options.clip  # until the first schedule (options.clip_schedule) moves it
         # hts: the trainee runs the epochs while ``model`` keeps the published θ
         self.trainee = copy.deepcopy(self.model) if self.lag else self.model
         self.pending = False  # the trainee holds epochs not yet handed over
@@ -139,12 +148,16 @@ class PPO(UpdateRule):
     def trained(self) -> torch.nn.Module:
         return self.trainee
 
+    def schedule(self, frames, total_frames, share):
+        """``options.clip_schedule``: the clip range of the next update's epochs, by frames learned."""
+        self.clip = schedules.clip_range(self.options, frames, total_frames, share)
+
     def warm_up(self, storage):
         """A loss and backward on minibatches of the sizes the epochs draw, and the bootstrap forward, so a
         compiled model (``model.compile``) compiles its graphs here, in start-up, not in the first update."""
         steps = storage["action"].shape[1] - 1
         rows = lambda key: storage.tensor(key)[:, :steps].flatten(0, 1)  # noqa: E731
-        algo = self.algo
+        algo, options = self.algo, self.options
         recurrent = hidden_size(self.trainee)
         count = rows("reward").shape[0]
         sizes = {count} if recurrent else {len(part) for part in np.array_split(np.arange(count), algo.minibatches)}
@@ -158,11 +171,11 @@ class PPO(UpdateRule):
             loss, _ = ppo_loss(
                 self.trainee,
                 batch,
-                algo.clip,
-                algo.value_clip,
+                options.clip,
+                options.value_clip,
                 algo.value_coef,
                 algo.entropy_coef,
-                algo.normalize_advantages,
+                options.normalize_advantages,
                 distribution=self.distribution,
                 outputs=outputs,
             )
@@ -217,7 +230,7 @@ class PPO(UpdateRule):
                 net,
                 batch,
                 self.clip,
-                algo.value_clip,
+                self.options.value_clip,
                 algo.value_coef,
                 self.entropy_coef,
                 False,
@@ -241,27 +254,27 @@ class PPO(UpdateRule):
         return losses, norm
 
     def _past_target_kl(self, approx_kl: torch.Tensor | None, rows: int) -> bool:
-        """``algo.target_kl``: whether this minibatch's KL from the acting policy, over every rank's rows (each
+        """``options.target_kl``: whether this minibatch's KL from the acting policy, over every rank's rows (each
         rank's mean weighted by its rows, so all ranks decide alike), is past 1.5 x the target. Reads a number off
         the device, so only when the key is set."""
-        if not self.algo.target_kl:
+        if not self.options.target_kl:
             return False
         mine = torch.zeros(2, dtype=torch.float64, device=self.device)
         if approx_kl is not None:
             mine[0] = approx_kl.double() * rows
             mine[1] = rows
         kl, count = self.cohort.gather(mine.unsqueeze(0)).sum(0).tolist()
-        return kl / max(count, 1.0) > 1.5 * self.algo.target_kl
+        return kl / max(count, 1.0) > 1.5 * self.options.target_kl
 
     def _minibatch(
         self, data: PPOBatch, mine: torch.Tensor, advantages: torch.Tensor, acting: torch.Tensor | None
     ) -> PPOBatch:
         """This rank's rows ``mine`` of a minibatch whose every rank's advantages are ``advantages``: those
-        normalised by the whole minibatch's mean and std (``algo.normalize_advantages``; over the rows whose agent
+        normalised by the whole minibatch's mean and std (``options.normalize_advantages``; over the rows whose agent
         acted, ``acting``, in a multi-agent env)."""
         fields = (getattr(data, f) for f in PPOBatch.__dataclass_fields__)
         batch = PPOBatch(*(None if field is None else field[mine] for field in fields))
-        if self.algo.normalize_advantages and advantages.numel() > 1:
+        if self.options.normalize_advantages and advantages.numel() > 1:
             batch.advantages = normalized(batch.advantages, advantages, acting)
         return batch
 
@@ -284,7 +297,7 @@ class PPO(UpdateRule):
             self.trainee,
             storage,
             algo.gamma,
-            algo.gae_lambda,
+            self.options.gae_lambda,
             values=np.concatenate([acted, bootstrap.float().cpu().numpy()[:, None]], axis=1),
             after=after,  # time limits: a recurrent trainee values final observations with the state after them
             device=device,

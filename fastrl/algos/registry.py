@@ -41,10 +41,11 @@ class Algorithm:
     summary: str = ""  # one line: what it is (the config reference and the errors quote it)
     learns: bool = True  # False: collects only ("none"): reward normalisation has nothing to train
     normalizes_returns: bool = False  # takes algo.normalize_returns (its value loss reads the returns' scale)
-    clips_ratio: bool = False  # takes algo.clip_schedule (it clips a probability ratio at algo.clip)
     epochs: bool = False  # learns in algo.epochs passes of algo.minibatches minibatch steps (else one step per update)
     metrics: tuple[str, ...] = ()  # metrics.jsonl keys its rule reports beside the losses (at most EXTRA_METRICS)
-    options: type | str | None = None  # a dataclass of its hyper-parameters (or its path): [algo.options]
+    # a dataclass of its own hyper-parameters (or its path, in a module that imports no torch: the config checks and
+    # lists them): the config's [algo.options]; its rule gets them built (``options=``)
+    options: type | str | None = None
     check: Callable[[Any], str | None] | None = None  # its cross-key checks on the Config: the error, or None
     gala: bool = False  # a GALA agent's rule (each gala learner learns with it)
     # learns from a multi-agent env's agent rows: its loss weighs each row by how its agent took part (the `live`
@@ -165,9 +166,28 @@ def options_of(algorithm: Algorithm, table: dict) -> Any:
     options = algorithm.options_class()
     if options is None:
         if table:
-            raise ConfigError(f"algo.options = {table!r}: algo.name = {algorithm.name!r} takes no options of its own")
+            raise ConfigError(
+                f"algo.options = {table!r}: algo.name = {algorithm.name!r} takes no options of its own{_owners(table)}"
+            )
         return None
     return build_section(options, table, "algo.options.")
+
+
+def _owners(table: dict) -> str:
+    """Which built-in algorithms take the keys of ``table``, for an error's hint (a plug-in's options are not
+    imported for it)."""
+    said = []
+    for key in table:
+        names = [name for name in ALGORITHMS.names() if is_built_in(name) and key in option_names(ALGORITHMS.get(name))]
+        if names:
+            said.append(f"{key} is an option of {' and '.join(names)}")
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def option_names(algorithm: Algorithm) -> frozenset[str]:
+    """The keys of ``[algo.options]`` the algorithm takes (none without an options dataclass)."""
+    options = algorithm.options_class()
+    return frozenset(f.name for f in dataclasses.fields(options)) if options is not None else frozenset()
 
 
 def learns_agent_rows(name: str) -> bool:
@@ -221,9 +241,9 @@ register_algorithm(
         lags=(0, 1),
         summary="PPO: GAE, clipped-ratio epochs over minibatches",
         normalizes_returns=True,
-        clips_ratio=True,
         epochs=True,
         metrics=("clip", "clip_fraction", "approx_kl", "epochs_done"),
+        options="fastrl.algos.ppo_options:PPOOptions",
         check=_ppo_check,
         agent_rows=True,
     )
@@ -234,6 +254,7 @@ register_algorithm(
         "fastrl.algos.impala:Impala",
         lags=(None,),
         summary="IMPALA: V-trace on gathered batches",
+        options="fastrl.algos.impala_options:ImpalaOptions",
         agent_rows=True,
     )
 )

@@ -1,5 +1,6 @@
 """Hyperparameters that move with the frames learned: the learning rate (``algo.lr_schedule``), the
-entropy bonus (``algo.entropy_schedule``) and PPO's clip range (``algo.clip_schedule``).
+entropy bonus (``algo.entropy_schedule``) and PPO's clip range (``algo.options.clip_schedule``, which its rule
+moves: ``fastrl.algos.ppo.PPO.schedule``).
 
 All three read the learner's frame counter, never the clock, so layouts, runs and their resumes see the
 same values at the same update. ``share`` is the number of learners the run's frames are split
@@ -9,8 +10,12 @@ between (gala's learners times torchrun's ranks): each learner's schedule runs o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fastrl.schema import AlgoConfig
+
+if TYPE_CHECKING:
+    from fastrl.algos.ppo_options import PPOOptions
 
 
 def linear(start: float, end: float, done: float) -> float:
@@ -51,12 +56,12 @@ def entropy_coef(algo: AlgoConfig, frames: float, total_frames: int, share: int 
     return _annealed(algo.entropy_coef, algo.entropy_final, span, frames - begin // share, total_frames, share)
 
 
-def clip_range(algo: AlgoConfig, frames: float, total_frames: int, share: int = 1) -> float:
+def clip_range(options: PPOOptions, frames: float, total_frames: int, share: int = 1) -> float:
     """PPO's ``clip``, or ``clip`` moved linearly to ``clip_final`` over ``clip_anneal_frames``
     (0: ``total_frames``) and held there."""
-    if algo.clip_schedule == "constant":
-        return algo.clip
-    return _annealed(algo.clip, algo.clip_final, algo.clip_anneal_frames, frames, total_frames, share)
+    if options.clip_schedule == "constant":
+        return options.clip
+    return _annealed(options.clip, options.clip_final, options.clip_anneal_frames, frames, total_frames, share)
 
 
 def _annealed(start: float, end: float, anneal_frames: int, frames: float, total_frames: int, share: int) -> float:

@@ -71,9 +71,10 @@ class UpdateRule:
         self.clock: Any = None  # the learner's FrameClock (fastrl.algos.schedules), for schedules of a rule's own
         self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
         self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)
-        # the learner sets these by algo.entropy_schedule and algo.clip_schedule before each learn
+        # the learner sets the bonus by algo.entropy_schedule before each learn; a rule whose loss clips a probability
+        # ratio (PPO) sets its range in ``schedule``; the learner reports it as the 'clip' metric
         self.entropy_coef = algo.entropy_coef
-        self.clip = algo.clip  # ppo's
+        self.clip = 0.0
         # set by the learner (reliability.finite_checks): True, the rule reads no loss off the device inside
         # an update; the learner checks the losses it returns, once (fastrl.learning.checked_step)
         self.deferred_checks = False
@@ -87,6 +88,10 @@ class UpdateRule:
         """The nets whose backward passes make the gradients of this rule's updates (torchrun's
         all-reduce starts during them: ``Cohort.watch``)."""
         return []
+
+    def schedule(self, frames: float, total_frames: int, share: int) -> None:
+        """Before each learn, by the frames learned so far (never time; ``share``: the learners the run's frames
+        are split between): the rule moves its own hyper-parameters that follow a schedule (PPO's clip range)."""
 
     def warm_up(self, storage: DeviceStorage) -> None:
         """One loss and backward on a zero storage of an update's shape, so the first update pays no JIT,

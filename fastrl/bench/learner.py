@@ -191,7 +191,8 @@ def _time_setting(
     optimizer = make_optimizer(model, config.algo)
     data = _random_batch(info, batch, device)
     distribution = distribution_for(info.action)
-    step = lambda: _train_step(model, optimizer, data, config.algo, distribution)  # noqa: E731
+    ppo = _ppo_options(config.algo)
+    step = lambda: _train_step(model, optimizer, data, config.algo, distribution, ppo)  # noqa: E731
     train = _rate(step, batch, seconds, device)
     model.eval()
     obs = _random_batch(info, micro_batch, device).obs
@@ -219,7 +220,7 @@ def _flops_per_sample(info, config: Config, batch: int, micro_batch: int) -> dic
     optimizer = make_optimizer(model, config.algo)
     data = _random_batch(info, batch)
     with FlopCounterMode(display=False) as counter:
-        _train_step(model, optimizer, data, config.algo, distribution_for(info.action))
+        _train_step(model, optimizer, data, config.algo, distribution_for(info.action), _ppo_options(config.algo))
     train = counter.get_total_flops() / batch
     model.eval()
     with FlopCounterMode(display=False) as counter, torch.inference_mode():
@@ -289,14 +290,23 @@ def _random_batch(info, size: int, device=None):
     return PPOBatch(*(None if tensor is None else tensor.to(device) for tensor in moved))
 
 
-def _train_step(model, optimizer, data, algo, distribution) -> None:
+def _ppo_options(algo):
+    """PPO's loss stands for every algorithm's training step here: its clip ranges are the config's where it runs
+    PPO, the defaults elsewhere."""
+    from fastrl.algos.ppo_options import PPOOptions
+    from fastrl.tables import build_section
+
+    return build_section(PPOOptions, algo.options if algo.name == "ppo" else {}, "algo.options.")
+
+
+def _train_step(model, optimizer, data, algo, distribution, ppo) -> None:
     import torch
 
     from fastrl.algos.ppo import ppo_loss
 
     optimizer.zero_grad(set_to_none=True)
     loss, _ = ppo_loss(
-        model, data, algo.clip, algo.value_clip, algo.value_coef, algo.entropy_coef, True, distribution=distribution
+        model, data, ppo.clip, ppo.value_clip, algo.value_coef, algo.entropy_coef, True, distribution=distribution
     )
     loss.backward()
     if algo.max_grad_norm > 0:  # 0 disables the clip, as in the learner

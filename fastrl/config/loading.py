@@ -12,6 +12,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
+from fastrl.config.moved_keys import place_moved_keys, take_moved_keys
 from fastrl.config.validation import validate
 from fastrl.errors import ConfigError
 from fastrl.schema import Config
@@ -59,7 +60,9 @@ def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
 
 
 def config_from_dict(data: dict) -> Config:
+    data, moved = take_moved_keys(data)  # [algo]'s old keys of PPO's and IMPALA's options, read where they moved
     config = build_section(Config, data, "")
+    place_moved_keys(config, moved)  # once algo.name is resolved: the options it takes
     validate(config)
     return config
 

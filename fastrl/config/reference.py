@@ -10,6 +10,7 @@ import re
 import typing
 from typing import Any
 
+from fastrl.algos import registry
 from fastrl.schema import Config
 
 SUMMARY_CHARS = 80  # of a shipped config's header sentence in `fastrl configs`
@@ -24,8 +25,23 @@ are read and overridden, and the shipped configs: [configuration.md](configurati
 
 
 def field_docs(cls: type = Config, prefix: str = "") -> list[tuple[str, Any, str]]:
-    """(key, default, documentation) for every leaf key, for ``fastrl config`` and the reference page."""
-    return [(key, default, field.metadata.get("doc", "")) for key, default, field in _leaves(cls, prefix)]
+    """(key, default, documentation) for every leaf key, for ``fastrl config`` and the reference page; the whole
+    config's lists each built-in algorithm's own ``algo.options.KEY`` after ``algo.options``, its doc led by the
+    algorithm's name."""
+    rows = []
+    for key, default, field in _leaves(cls, prefix):
+        rows.append((key, default, field.metadata.get("doc", "")))
+        if cls is Config and key == "algo.options":
+            for name, options in algorithm_options():
+                rows += [(k, d, f"{name}: {f.metadata.get('doc', '')}") for k, d, f in _leaves(options, f"{key}.")]
+    return rows
+
+
+def algorithm_options() -> list[tuple[str, type]]:
+    """(name, options dataclass) of each built-in algorithm with options of its own (``[algo.options]``), in the
+    registry's order; a plug-in's are its own docs'."""
+    found = [(name, registry.known(name)) for name in registry.names() if registry.is_built_in(name)]
+    return [(name, algorithm.options_class()) for name, algorithm in found if algorithm and algorithm.options]
 
 
 def _leaves(cls: type, prefix: str) -> list[tuple[str, Any, dataclasses.Field]]:
@@ -49,8 +65,18 @@ def reference_markdown() -> str:
         parts.append("| key | default | allowed | meaning |\n|---|---|---|---|")
         for key, default, f in _leaves(cls, f"{name}."):
             if key.count(".") == name.count(".") + 1:
-                parts.append(f"| `{key}` | `{_toml(default)}` | {_allowed(f)} | {_cell(f.metadata.get('doc', ''))} |")
+                parts.append(_row(key, default, f))
+        if name == "algo":  # each algorithm's own [algo.options], after the keys they share
+            for algorithm, options in algorithm_options():
+                own = (inspect.getdoc(options) or "").replace("``", "`")  # a docstring's literals, as markdown's
+                parts.append(f"\n## `algo.options` of `{algorithm}`\n\n{_cell(own)} Set as `algo.options.KEY`.\n")
+                parts.append("| key | default | allowed | meaning |\n|---|---|---|---|")
+                parts += [_row(key, default, f) for key, default, f in _leaves(options, "algo.options.")]
     return "\n".join(parts) + "\n"
+
+
+def _row(key: str, default: Any, f: dataclasses.Field) -> str:
+    return f"| `{key}` | `{_toml(default)}` | {_allowed(f)} | {_cell(f.metadata.get('doc', ''))} |"
 
 
 def _sections(cls: type, prefix: str) -> list[tuple[str, type, str]]:

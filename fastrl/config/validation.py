@@ -65,16 +65,6 @@ def _validate_algorithm(config: Config) -> None:
         raise ConfigError(
             f"algo.normalize_returns = true is implemented for algo.name = {_either(takers)}, not {name!r}"
         )
-    if config.algo.clip_schedule != "constant" and not algorithm.clips_ratio:
-        raise ConfigError(
-            f"algo.clip_schedule = {config.algo.clip_schedule!r} anneals PPO's clip range: algo.name is {name!r}, "
-            "which clips nothing; leave algo.clip_schedule = 'constant'"
-        )
-    if config.algo.target_kl and not algorithm.clips_ratio:
-        raise ConfigError(
-            f"algo.target_kl = {config.algo.target_kl} stops PPO's epochs early: algo.name is {name!r}, which runs "
-            "no epochs of a clipped ratio; leave algo.target_kl = 0"
-        )
     if config.algo.normalize_rewards and not algorithm.learns:
         raise ConfigError(
             f"algo.normalize_rewards = true needs a learning algorithm: algo.name = {name!r} trains on no reward"
@@ -82,7 +72,7 @@ def _validate_algorithm(config: Config) -> None:
     problem = algorithm.check(config) if algorithm.check is not None else None
     if problem:
         raise ConfigError(problem)
-    registry.options_of(algorithm, config.algo.options)
+    registry.options_of(algorithm, config.algo.options)  # its own keys (PPO's clip schedule...): its alone
 
 
 def _either(names) -> str:

@@ -92,7 +92,6 @@ class Learner(TrainerAssembly, Checkpointing):
         self.stats = buffers.control.learner_stats[index]
         self.stats[Stat.LR] = self.algo.lr
         self.stats[Stat.ENTROPY_COEF] = self.algo.entropy_coef
-        self.stats[Stat.CLIP] = self.algo.clip
         executors = resolved_int(engine.executors, "engine.executors")
         self.worker = spec.worker_ids.learner(index)
         self.timing = buffers.control.timing[self.worker]
@@ -117,6 +116,7 @@ class Learner(TrainerAssembly, Checkpointing):
         self.finishing = self.time_due = False  # agreed at the last barrier, by every rank (see _agree)
         self.cohort = join_cohort(spec, self.device)  # the other ranks' learners (torchrun), or Solo
         self.rule, self.optimizer, self.step = self._trainer(self.model, self.stats)
+        self.stats[Stat.CLIP] = self.rule.clip  # its clip range before the first update (PPO's options.clip)
         self.metric_columns = metric_keys(load_algorithm(self.algo.name))  # its own metrics' stats columns
         self.uploads = Uploads(self.device)  # each update's storage reaches the device once
         # the layers' parts in the barrier (fastrl.learning.extensions): gossip, reward scaling, self-play, ...

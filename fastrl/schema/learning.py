@@ -65,8 +65,9 @@ class AlgoConfig:
     )
     options: dict = _f(
         {},
-        "the algorithm's own hyper-parameters, as its registration names them (a plug-in's; the built-ins "
-        "take none): checked against them when the run starts",
+        "the algorithm's own hyper-parameters, as its registration names them (ppo's, impala's and pqn's: "
+        "algo.options.KEY, listed with their algorithm; a plug-in's: its docs), checked against them as the config "
+        "is read (a plug-in's when its run starts)",
     )
     lr: float = _f(5e-4, "learning rate (the start of algo.lr_schedule)", min_exclusive=0.0)
     optimizer: str = _f(
@@ -129,36 +130,10 @@ class AlgoConfig:
     )
     value_coef: float = _f(0.5, "value loss weight", min=0.0)
     max_grad_norm: float = _f(0.5, "global gradient-norm clip (0 disables)", min=0.0)
-    epochs: int = _f(3, "ppo: passes over each storage per update", min=1, max=1000)
-    minibatches: int = _f(4, "ppo: minibatches per epoch (the envs x rollout steps split evenly)", min=1)
-    clip: float = _f(
-        0.1, "ppo: clip range of the probability ratio (the start of algo.clip_schedule)", min_exclusive=0.0
-    )
-    clip_schedule: str = _f(
-        "constant",
-        "ppo: 'constant', or 'linear': clip -> clip_final over clip_anneal_frames, then held, from the learner's "
-        "frame counter (deterministic, resumed exactly): large policy steps while little is learned, small after",
-        choices=("constant", "linear"),
-    )
-    clip_final: float = _f(0.1, "algo.clip_schedule = 'linear': the clip range it ends at", min_exclusive=0.0)
-    clip_anneal_frames: int = _f(
-        0, "algo.clip_schedule = 'linear': frames to go from clip to clip_final (0: run.total_frames)", min=0
-    )
-    value_clip: float = _f(
-        1.0,
-        "ppo: clip range of the value change around the pre-update value, in units of the returns' running std "
-        "when algo.normalize_returns (0 disables)",
-        min=0.0,
-    )
-    target_kl: float = _f(
-        0.0,
-        "ppo: an update's epochs stop at the first minibatch whose approximate KL from the policy that acted "
-        "exceeds 1.5 x target_kl, before its step (stable-baselines3's rule; in hts that policy is one version "
-        "behind); 0: every epoch runs. Steps shrink only where they are large; 'epochs_done' in the metrics",
-        min=0.0,
-    )
-    gae_lambda: float = _f(0.95, "ppo: GAE lambda (1 gives n-step returns minus V)", min=0.0, max=1.0)
-    normalize_advantages: bool = _f(True, "ppo: standardize advantages per minibatch")
+    # PPO's and PQN's both (an algorithm registered with epochs=True): the shared minibatch plan's
+    # (fastrl.algos.minibatches), which the benches read too
+    epochs: int = _f(3, "ppo, pqn: passes over each storage per update", min=1, max=1000)
+    minibatches: int = _f(4, "ppo, pqn: minibatches per epoch (the envs x rollout steps split evenly)", min=1)
     normalize_returns: bool | str = _f(
         AUTO,
         "ppo: the value head predicts returns in units of their running mean and std (sample-factory's "
@@ -178,21 +153,15 @@ class AlgoConfig:
         min_exclusive=0.0,
         allow_inf=True,
     )
+    # the async mode's batch, not IMPALA's alone: it also sizes the run's slots (fastrl.process.run_plan), so any
+    # algorithm that learns in async takes it
     batch_slots: int = _f(
         32,
-        "impala: full trajectory slots per learner batch; the run allocates engine.envs + 2 x this slots, "
+        "async (impala): full trajectory slots per learner batch; the run allocates engine.envs + 2 x this slots, "
         "so envs rarely wait for a free slot while the learner holds one batch and the next fills",
         min=1,
         max=1 << 16,
     )
-    rho_bar: float = _f(
-        1.0,
-        "impala: V-trace truncation of the importance weight in the targets and advantages",
-        min_exclusive=0.0,
-        allow_inf=True,
-    )
-    c_bar: float = _f(1.0, "impala: V-trace truncation of the trace coefficients", min_exclusive=0.0, allow_inf=True)
-    vtrace_lambda: float = _f(1.0, "impala: V-trace lambda (mixes in TD(lambda) traces)", min=0.0, max=1.0)
 
 
 @dataclass
