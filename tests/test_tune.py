@@ -47,6 +47,8 @@ def test_params_draw_what_their_grammar_says():
     spec = parse_param("algo.lr_schedule=choice:'linear','constant'")
     assert spec.choices == ("linear", "constant") and spec.override("constant") == "algo.lr_schedule='constant'"
     assert parse_param("algo.lr=loguniform:1e-4:1e-3").low == 1e-4
+    # an algorithm's own option, a nested table's key
+    assert parse_param("algo.options.clip=uniform:0.08:0.25").override(0.1) == "algo.options.clip=0.1"
 
 
 @pytest.mark.unit

@@ -2,8 +2,9 @@
 
 Grammar (``PARAM_GRAMMAR``): ``loguniform:LOW:HIGH`` and ``uniform:LOW:HIGH`` (floats), ``int:LOW:HIGH``
 and ``intlog:LOW:HIGH`` (integers, both ends included), ``choice:A,B,...`` (TOML values: numbers, booleans,
-quoted strings). The key must be a config key (``fastrl config``); every value drawn is checked by the
-config's own rules before a trial starts.
+quoted strings). The key must be a config key (``fastrl config``): a section's (``algo.lr``), or a nested
+table's such as an algorithm's own options (``algo.options.clip``); every value drawn is checked by the config's
+own rules before a trial starts.
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ from fastrl.config import ConfigError, tomllib  # tomli on Python 3.10, which ha
 
 PARAM_GRAMMAR = (
     "KEY=loguniform:LOW:HIGH | uniform:LOW:HIGH | int:LOW:HIGH | intlog:LOW:HIGH | choice:A,B,... "
-    "(e.g. algo.lr=loguniform:1e-4:1e-3, algo.epochs=int:2:4, algo.lr_schedule=choice:'linear','constant')"
+    "(e.g. algo.lr=loguniform:1e-4:1e-3, algo.epochs=int:2:4, algo.options.clip=uniform:0.08:0.25, "
+    "algo.lr_schedule=choice:'linear','constant')"
 )
 RANGES = ("loguniform", "uniform", "int", "intlog")
 
 
 @dataclass(frozen=True)
 class ParamSpec:
-    key: str  # "section.name"
+    key: str  # "section.name", or a nested table's: "algo.options.clip"
     kind: str  # one of RANGES, or "choice"
     low: float = 0.0
     high: float = 0.0
@@ -47,7 +49,8 @@ def parse_param(text: str) -> ParamSpec:
     key, sep, spec = text.partition("=")
     key = key.strip()
     kind, _, rest = spec.partition(":")
-    if not sep or key.count(".") != 1 or not kind:
+    parts = key.split(".")
+    if not sep or len(parts) < 2 or not all(parts) or not kind:
         raise ConfigError(f"--param {text!r}: expected {PARAM_GRAMMAR}")
     if kind == "choice":
         return ParamSpec(key, kind, choices=_choices(text, key, rest))
