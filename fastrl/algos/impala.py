@@ -79,15 +79,19 @@ def _vtrace(
     """(v_s, advantages) as tensors on ``device``; numba on the CPU, torch elsewhere. ``args``: (gamma, rho_bar,
     c_bar, lambda)."""
     steps = target_logp.shape[1]
+    gamma, rho_bar, c_bar, lam = args
     behaviour, rewards, dones = (storage[k][:, :steps] for k in ("logp", "reward", "done"))
     if device.type == "cpu":
+        target, value_rows = target_logp.float().numpy(), values.float().numpy()
         vs, advantages = vtrace(
-            behaviour, target_logp.float().numpy(), rewards, dones, values.float().numpy(), *args, final_values=ends
+            behaviour, target, rewards, dones, value_rows, gamma, rho_bar, c_bar, lam, final_values=ends
         )
         return torch.from_numpy(vs), torch.from_numpy(advantages)
     behaviour_t, rewards_t, dones_t = (storage.tensor(k)[:, :steps] for k in ("logp", "reward", "done"))  # once
     ends_t = torch.from_numpy(ends).to(device)
-    return vtrace_torch(behaviour_t, target_logp, rewards_t, dones_t, values, *args, final_values=ends_t)
+    return vtrace_torch(
+        behaviour_t, target_logp, rewards_t, dones_t, values, gamma, rho_bar, c_bar, lam, final_values=ends_t
+    )
 
 
 class Impala(Gradient):
