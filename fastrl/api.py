@@ -101,6 +101,7 @@ def train(
     parameters are in ``RUN_DIR/checkpoints/latest.pt``.
     """
     from fastrl.ranks import launch
+    from fastrl.ranks.rank_link import RankLink
 
     restarted = resume is None and launch.restarted(run_dir)
     if restarted:  # torchrun --max-restarts: go on from the last checkpoint
@@ -124,7 +125,7 @@ def train(
     sweep_stale_segments()  # before the space check: what killed runs left in /dev/shm is not in the way
     # every input check, before anything starts
     plan = plan_run(launch.local_config(config, ranks) if ranks else config, resuming=resumed is not None)
-    link = launch.RankLink(ranks) if ranks else None
+    link = RankLink(ranks) if ranks else None
     if link is not None and resumed is not None:
         resumed = _agree_resume(link, resumed, resume, overrides)
     compile_kernels()

@@ -46,7 +46,8 @@ from fastrl.process.machine_limits import death_note
 from fastrl.process.run_plan import RunPlan
 from fastrl.process.signals import SignalGuard
 from fastrl.process.watchdog import stale_worker, stall_fault
-from fastrl.ranks.launch import RankFailed, RankLink, run_root
+from fastrl.ranks.launch import run_root
+from fastrl.ranks.rank_link import RankFailed, RankLink
 from fastrl.runs.checkpoint import read_env_episodes
 from fastrl.runs.run_dir import RunDir
 from fastrl.sampling.channels import Channels
