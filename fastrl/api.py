@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastrl.config import DEFAULT_JOB, Config, ConfigError, apply_overrides, config_from_dict, load_config
 from fastrl.process.machine_limits import check_import_floor
-from fastrl.runs.run_dir import RunDir, default_run_dir, new_run_dir
+from fastrl.runs.run_dir import RunDir
+
+if TYPE_CHECKING:
+    from fastrl.ranks.launch import Launch, Resuming
 
 log = logging.getLogger(__name__)
 
@@ -100,20 +104,18 @@ def train(
     every case the workers are stopped, the shared memory is freed and the last good
     parameters are in ``RUN_DIR/checkpoints/latest.pt``.
     """
-    from fastrl.ranks import launch
-    from fastrl.ranks.rank_link import RankLink
+    from fastrl.ranks.launch import this_launch
 
+    launch = this_launch()  # the whole run in this process, or one rank of a torchrun launch: it answers what differs
     restarted = resume is None and launch.restarted(run_dir)
-    if restarted:  # torchrun --max-restarts: go on from the last checkpoint
+    if restarted:  # its launcher started it again (torchrun --max-restarts): go on from the last checkpoint
         resume, config, run_dir = run_dir, None, None
-    resumed = _prepare_resume(resume, config, run_dir, overrides) if resume is not None else None
-    config = resumed.config if resumed else resolve_config(config, overrides)
+    resuming = _resuming(launch, resume, config, run_dir, overrides)
+    config = resuming.prepared.config if resuming else resolve_config(config, overrides)
     check_import_floor()  # before torch: under a tight ulimit -v its import dies of a MemoryError or SIGSEGV
     from fastrl.process.fork_server import start_fork_server
 
-    claimed = resumed.run_dir if resumed else run_dir
-    if claimed is not None and launch.launch_size() == 1:  # a directory in use or holding a run: refused now
-        RunDir.check_free(Path(claimed).expanduser(), resumed=resumed is not None)
+    launch.refuse_taken(resuming.prepared.run_dir if resuming else run_dir, resumed=resuming is not None)
     if not config.engine.serial:  # first: the server's imports (~3 s) run beside this process's and its planning
         start_fork_server(config.engine.start_method)
     # imported once the config parsed: they bring in torch (~2 s), which a refused key should not wait for
@@ -121,38 +123,18 @@ def train(
     from fastrl.process.supervisor import Supervisor
     from fastrl.process.warmup import compile_kernels
 
-    ranks = launch.launched(config)  # torchrun: this rank steps its share of the envs
     sweep_stale_segments()  # before the space check: what killed runs left in /dev/shm is not in the way
-    # every input check, before anything starts
-    plan = plan_run(launch.local_config(config, ranks) if ranks else config, resuming=resumed is not None)
-    link = RankLink(ranks) if ranks else None
-    if link is not None and resumed is not None:
-        resumed = _agree_resume(link, resumed, resume, overrides)
+    plan = plan_run(launch.local_config(config), resuming=resuming is not None)  # every input check, before any start
     compile_kernels()
-    if resumed is not None:
-        run_dir = resumed.run_dir if ranks is None else launch.run_root(resumed.run_dir, ranks.rank)
-    written = plan.config if ranks is None else launch.global_config(plan.config, config)
-    if run_dir is not None:
-        root = Path(run_dir).expanduser()
-    else:  # a new directory, made now so no other run gets it; under torchrun rank 0 makes it for every rank
-        root = new_run_dir(written) if link is None or link.ranks.leader else default_run_dir(written)
-    log_file = None
-    if link is not None:
-        assert ranks is not None  # a link exists only between ranks
-        root = link.agree_run_dir(root)
-        log_file = str(launch.log_file(root, ranks.rank))
-        launch.log_to_file(Path(log_file))
-    if restarted and resumed is not None:
-        log.warning("torchrun restarted this rank: resuming %s at rollout %d", root, resumed.point.rollout)
-    own = ("logs", "ranks") if ranks is not None and ranks.rank == 0 else ()  # what the launch itself made there
-    path = launch.rank_dir(root, ranks.rank) if ranks else root
-    run = RunDir.create(written, path, ranks.ranks if ranks else 1, resumed=resumed is not None, own=own)
+    part = launch.settle(plan.config, config, run_dir, resuming)  # its directory; under torchrun agreed by the ranks
+    if restarted and part.resume is not None:
+        log.warning("torchrun restarted this rank: resuming %s at rollout %d", part.root, part.resume.point.rollout)
+    run = RunDir.create(part.written, part.path, launch.ranks, resumed=part.resume is not None, own=part.own)
     try:
-        if resumed is not None:
-            resumed.set_aside_newer()  # under the directory's lock: no other run is using it
+        if part.resume is not None:
+            part.resume.set_aside_newer()  # under the directory's lock: no other run is using it
         log.info("run directory %s", run.path)
-        point = resumed.point if resumed else None
-        return Supervisor(plan.config, run, plan, point, link, log_file).run()
+        return Supervisor(plan.config, run, plan, part.resume_point, part.link, part.log_file).run()
     finally:
         run.release()
 
@@ -167,25 +149,10 @@ def shutdown() -> None:
     stop_fork_server()
 
 
-def _prepare_resume(target, config, run_dir, overrides):
-    """The run to go on from; under torchrun, this rank's own directory of it."""
-    from fastrl.ranks import launch
-    from fastrl.runs.resume import prepare_resume
-
+def _resuming(launch: Launch, target, config, run_dir, overrides) -> Resuming | None:
+    """The run to go on from, if one was named: this process's part of it, as its launch places it."""
+    if target is None:
+        return None
     if config is not None or run_dir is not None:
         raise ConfigError("resume continues a run with its own config and directory: give no config or run_dir")
-    target = Path(target).expanduser()
-    return prepare_resume(launch.rank_target(target, launch.launch_rank()), overrides, ranks=launch.launch_size())
-
-
-def _agree_resume(link, resumed, target, overrides):
-    """Every rank goes on from the same rollout: the one asked for, or the newest checkpoint all ranks have."""
-    from fastrl.runs.checkpoint import CheckpointStore
-    from fastrl.runs.resume import prepare_resume
-
-    store = CheckpointStore(resumed.run_dir / "checkpoints")
-    rollout = link.agree_resume(resumed.point.rollout, store.rollouts(), explicit=Path(target).suffix == ".pt")
-    if rollout == resumed.point.rollout:
-        return resumed
-    log.warning("rank %d resumes from rollout %d, the newest checkpoint every rank has", link.rank, rollout)
-    return prepare_resume(store.path(rollout), overrides, ranks=link.ranks.ranks)
+    return launch.prepare_resume(Path(target).expanduser(), overrides)

@@ -34,11 +34,13 @@ class RankLink:
 
     # ------------------------------------------------------------------ before the run
 
-    def agree_run_dir(self, proposed: Path) -> Path:
-        """Rank 0's choice of the run directory, for every rank (default names carry a time stamp)."""
+    def agree_run_dir(self, choose: Callable[[], Path]) -> Path:
+        """Rank 0's run directory (``choose``: the one named, or one it makes now), for every rank: default names
+        carry a time stamp, so only rank 0 chooses."""
         if self.ranks.leader:
-            self.store.set("run_dir", str(proposed))
-            return proposed
+            chosen = choose()
+            self.store.set("run_dir", str(chosen))
+            return chosen
         return Path(self._get("run_dir").decode())
 
     def agree_resume(self, wanted: int, available: list[int], explicit: bool) -> int:
