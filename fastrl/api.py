@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +23,7 @@ def resolve_config(
     (``"pong_sync"``), or None: the default job, the shipped ``pong_sync.toml``. A dict or a file
     starts from the schema's defaults (``fastrl config``), as an empty file does."""
     if isinstance(config, Config):
-        config = dataclasses.asdict(config)
+        config = config.to_dict()
     if isinstance(config, dict):
         return config_from_dict(apply_overrides(config, overrides))
     return load_config(DEFAULT_JOB if config is None else config, overrides)

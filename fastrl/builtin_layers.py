@@ -7,6 +7,7 @@ rewards (10), reward scaling scales them (20), named policies take their own row
 once it is updated (40).
 """
 
+import fastrl.learning.gossip_layer  # noqa: F401  gala's mixing between learners: its own registration
 import fastrl.multiagent  # noqa: F401  agent rows, the self-play pool, named policies: its own registrations
 from fastrl.layers import Layer, register_layer
 
@@ -16,13 +17,6 @@ register_layer(
         "algo.normalize_rewards: rewards scaled by a running estimate of the discounted return's spread",
         order=20,  # after the pool reads the raw rewards
         learner_extension="fastrl.learning.reward_normalization:reward_scaling",
-    )
-)
-register_layer(
-    Layer(
-        "gossip",
-        "gala: the learners' mixing of θ over a ring, and the consensus bound",
-        order=40,  # mixes θ once every other layer has updated it
-        learner_extension="fastrl.learning.gossip:gossip",
+        warm_up="fastrl.learning.reward_normalization:warm_up",
     )
 )

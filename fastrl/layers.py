@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from fastrl.errors import ConfigError
 from fastrl.plugins import resolved
 from fastrl.registry import Registry
 
@@ -37,11 +38,14 @@ if TYPE_CHECKING:
 class LayerNeeds:
     """Shared memory a layer needs beside the core's buffers (``fastrl.buffers.BufferPlan``)."""
 
-    pool: int = 0  # parameter slots of the pool segment (past or other policies' weights the actors load)
-    opponents: int = 0  # entries of each rollout parity's opponent table (one per env)
+    # parameter slots of weights other than the learner's (past or other policies') that the actors play rows
+    # with: a row role's slot k (``fastrl.sampling.row_roles``), ``RunBuffers.player_params(k)``
+    player_slots: int = 0
+    # arrays of its own, each (name, shape, dtype), read in every process as ``RunBuffers.layer_array(name)``
+    arrays: tuple[tuple[str, tuple[int, ...], str], ...] = ()
 
     def __add__(self, other: LayerNeeds) -> LayerNeeds:
-        return LayerNeeds(self.pool + other.pool, self.opponents + other.opponents)
+        return LayerNeeds(self.player_slots + other.player_slots, self.arrays + other.arrays)
 
 
 # (config, env info, the built policy, resuming) -> (config, needs)
@@ -61,6 +65,13 @@ class Layer:
     row_roles: Part | None = None
     plays_rows: Callable[[Config], bool] | None = None  # with row_roles: whether they play this run's rows
     metrics: Part | None = None
+    stats: tuple[str, ...] = ()  # its columns of each learner's stats row (``Control.stat_column(name)``)
+    config: type | str | None = None  # its config section's dataclass (fields as the schema's: ``documented_field``)
+    section: str = ""  # that section's name in a config ("": the layer's name); ``config.<section>`` reads it
+    warm_up: Part | None = None  # () -> None: compiles its numba kernels once, before any run's workers start
+    # its panels of ``fastrl plot``: (title, metrics key) pairs; a key's value is a number or a table of numbers
+    # (a curve per name); layers giving one title share its panel
+    curves: tuple[tuple[str, str], ...] = ()
 
     def part(self, which: str) -> Callable[..., Any]:
         """Its ``which`` part, imported where it is named by path."""
@@ -74,7 +85,7 @@ def _check(name: str, layer: Any) -> str | None:
         return f"it is registered as {name!r} but the Layer is named {layer.name!r}"
     if (layer.row_roles is None) != (layer.plays_rows is None):
         return "row_roles and plays_rows come together: who plays the rows, and in which runs"
-    for which in ("plan", "learner_extension", "row_roles", "metrics"):
+    for which in ("plan", "learner_extension", "row_roles", "metrics", "warm_up"):
         part = getattr(layer, which)
         if part is not None and not callable(part) and not (isinstance(part, str) and ":" in part):
             return f"{which} must be a function or its 'package.module:attr' (got {part!r})"
@@ -86,9 +97,35 @@ LAYERS: Registry[Layer] = Registry("layer", check=_check)
 
 def register_layer(layer: Layer, *, replace: bool = False) -> Layer:
     """Make ``layer`` part of every run it applies to; returns it."""
-    LAYERS.register(layer.name if isinstance(layer, Layer) else "", layer, order=getattr(layer, "order", 0.0),
-                    replace=replace)
+    LAYERS.register(
+        layer.name if isinstance(layer, Layer) else "", layer, order=getattr(layer, "order", 0.0), replace=replace
+    )
     return layer
+
+
+def layer_curves() -> dict[str, list[str]]:
+    """Each panel the layers draw in ``fastrl plot``: its title and the metrics keys it holds, in the layers' order."""
+    panels: dict[str, list[str]] = {}
+    for layer in sorted(LAYERS.values(), key=lambda layer: layer.order):
+        for title, key in layer.curves:
+            panels.setdefault(title, []).append(key)
+    return panels
+
+
+def layer_sections() -> dict[str, type]:
+    """Each layer's config section: its name and dataclass, in the layers' order."""
+    sections: dict[str, type] = {}
+    for layer in layers_with("config"):
+        name = layer.section or layer.name
+        if name in sections:
+            raise ConfigError(f"two layers declare the config section [{name}]")
+        sections[name] = cast(type, layer.part("config"))
+    return sections
+
+
+def layer_section_docs() -> dict[str, str]:
+    """Each layer section's one line for the config reference: its layer's summary."""
+    return {layer.section or layer.name: layer.summary for layer in layers_with("config")}
 
 
 def layers_with(which: str) -> list[Layer]:
@@ -103,4 +140,22 @@ def plan_layers(config: Config, info: EnvInfo, policy: Any, resuming: bool) -> t
     for layer in layers_with("plan"):
         config, more = layer.part("plan")(config, info, policy, resuming)
         needs = needs + more
+    names = [name for name, _, _ in needs.arrays]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"two layers asked for shared arrays of one name: {sorted(names)}")
     return config, needs
+
+
+def layer_stats() -> tuple[str, ...]:
+    """Every registered layer's stats columns, in the layers' order: each learner's stats row holds them after
+    the core's (a few numbers each, so a run has every layer's, used or not)."""
+    names = [name for layer in sorted(LAYERS.values(), key=lambda layer: layer.order) for name in layer.stats]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"two layers declare a stats column of one name: {sorted(names)}")
+    return tuple(names)
+
+
+def warm_up_layers() -> None:
+    """Every layer's ``warm_up``: their numba kernels compiled into the cache before a run starts."""
+    for layer in layers_with("warm_up"):
+        layer.part("warm_up")()

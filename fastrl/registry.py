@@ -146,7 +146,7 @@ class Registry(Generic[T]):
     # ------------------------------------------------------------------ entry points
 
     def _load_plugins(self) -> None:
-        if self._plugins_loaded:
+        if self._plugins_loaded or self.group is None:
             return
         self._plugins_loaded = True
         for point in importlib.metadata.entry_points(group=self.group):

@@ -85,8 +85,9 @@ def test_an_old_key_the_algorithm_has_no_option_of_is_ignored_as_it_was(caplog):
     with caplog.at_level(logging.WARNING, logger="fastrl.config"):
         config = load_config(None, ["algo.name='a2c'", "algo.clip=0.2", "algo.value_clip=0.0"])
     assert config == load_config(None, ["algo.name='a2c'"]) and config.algo.options == {}
-    (said,) = _warnings(caplog)
-    assert said.startswith("algo.clip, algo.value_clip: deprecated (now algo.options.KEY of ppo)") and "ignored" in said
+    said = _warnings(caplog)
+    assert "algo.clip is deprecated: write algo.options.clip" in said
+    assert "algo.options.clip is an option of ppo; algo.name = 'a2c' leaves it out" in said
 
 
 def test_a_checkpoints_config_from_before_reads_as_it_trained():
@@ -102,9 +103,15 @@ def test_a_plugin_not_imported_yet_gets_the_old_keys_in_its_options():
     assert config.algo.options == {"clip": 0.2}  # its options' check, when its run starts, names any it lacks
 
 
-def test_a_key_set_both_ways_is_refused_naming_both():
+def test_a_key_set_both_ways_in_one_source_is_refused_naming_both():
     with pytest.raises(ConfigError, match="algo.clip and algo.options.clip are both set"):
-        load_config(None, ["algo.clip=0.2", "algo.options.clip=0.2"])
+        config_from_dict({"algo": {"clip": 0.2, "options": {"clip": 0.3}}})
+
+
+def test_an_old_keys_set_overrides_the_files_new_key_as_a_later_source_does():
+    """The default job's file writes algo.options.clip; a user's --set algo.clip=0.2 is the later word."""
+    assert load_config("pong_sync", ["algo.clip=0.2"]).algo.options["clip"] == 0.2
+    assert load_config(None, ["algo.clip=0.2", "algo.options.clip=0.3"]).algo.options["clip"] == 0.3
 
 
 @pytest.mark.parametrize(("algo", "override", "named"), [
@@ -123,11 +130,28 @@ def test_an_option_out_of_range_is_refused_naming_it(algo, override, named):
 
 
 @pytest.mark.parametrize(("algo", "override", "named"), [
-    ("a2c", "algo.options.clip=0.2", r"algo.name = 'a2c' takes no options of its own \(clip is an option of ppo\)"),
-    ("impala", "algo.options.clip=0.2", "unknown config key 'algo.options.clip'"),
-    ("ppo", "algo.options.rho_bar=0.5", "unknown config key 'algo.options.rho_bar'"),
-    ("pqn", "algo.options.gae_lambda=0.9", "unknown config key 'algo.options.gae_lambda'"),
+    ("a2c", "algo.options.clipp=0.2", r"algo.name = 'a2c' takes no options of its own"),
+    ("impala", "algo.options.clipp=0.2", "unknown config key 'algo.options.clipp'"),
+    ("ppo", "algo.options.rho_barr=0.5", "unknown config key 'algo.options.rho_barr'"),
 ])
-def test_an_option_given_to_an_algorithm_without_it_is_refused(algo, override, named):
+def test_an_option_no_algorithm_takes_is_refused(algo, override, named):
     with pytest.raises(ConfigError, match=named):
         load_config(None, [f"engine.mode='{MODE.get(algo, 'sync')}'", f"algo.name='{algo}'", override])
+
+
+@pytest.mark.parametrize(("algo", "override", "owner"), [
+    ("a2c", "algo.options.clip=0.2", "ppo"),
+    ("impala", "algo.options.clip=0.2", "ppo"),
+    ("ppo", "algo.options.rho_bar=0.5", "impala"),
+    ("pqn", "algo.options.gae_lambda=0.9", "ppo"),
+])
+def test_another_algorithms_option_is_ignored_with_a_warning(algo, override, owner, caplog):
+    """A config of one algorithm run with another (``--set algo.name=...``, a mode whose default differs) keeps its
+    [algo.options]: the keys the run's algorithm does not take and another does are named and left out."""
+    key = override.split("=")[0]
+    with caplog.at_level("WARNING", logger="fastrl.config"):
+        config = load_config(None, [f"engine.mode='{MODE.get(algo, 'sync')}'", f"algo.name='{algo}'", override])
+    assert f"{key} is an option of {owner}; algo.name = '{algo}' leaves it out" in caplog.text
+    assert key.rsplit(".", 1)[1] not in config.algo.options
+    options = options_of(load_algorithm(algo), config.algo.options)
+    assert options is None or not hasattr(options, key.rsplit(".", 1)[1])

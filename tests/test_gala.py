@@ -11,10 +11,11 @@ import torch
 import fastrl
 from fastrl.algos import gossip_bounds as math_
 from fastrl.buffers import BufferPlan, RunBuffers
-from fastrl.buffers.control import Stat
+from fastrl.buffers.control import Stat, layer_columns
 from fastrl.buffers.slots import SlotShape
 from fastrl.config import ConfigError, GalaConfig, load_config
 from fastrl.learning.gossip import Gossip
+from fastrl.learning.gossip_layer import GOSSIP_STATS
 from fastrl.runs.checkpoint import load_checkpoint
 from tests.helpers.runs import cartpole
 
@@ -89,7 +90,7 @@ class _Vector(torch.nn.Module):
 
 
 def _toy_buffers(learners, size):
-    plan = BufferPlan(SlotShape(1, 1, (1,), "float32"), size, learners, learners)
+    plan = BufferPlan(SlotShape(1, 1, (1,), "float32"), size, learners, learners, layer_stats=GOSSIP_STATS)
     return RunBuffers.create(plan)
 
 
@@ -151,8 +152,9 @@ def test_fixed_schedule_ring_stays_within_the_bound_despite_message_delays():
     bound = math_.fixed_schedule_factor(4) * largest
     assert (radius <= bound).all(), (radius / bound).max()
     assert (radius[20:] > bound[20:] / 50).all()  # the bound is not vacuous: the agents do pull apart
-    assert (stats[:, Stat.MIXES] == 150).all()  # the fixed schedule mixed every update's message
-    assert (stats[:, Stat.BOUND] > 0).all() and np.isfinite(stats[:, Stat.BOUND]).all()
+    column = layer_columns(GOSSIP_STATS)
+    assert (stats[:, column["mixes"]] == 150).all()  # the fixed schedule mixed every update's message
+    assert (stats[:, column["bound"]] > 0).all() and np.isfinite(stats[:, column["bound"]]).all()
 
 
 def test_without_mixing_the_same_agents_leave_that_bound():
@@ -162,7 +164,7 @@ def test_without_mixing_the_same_agents_leave_that_bound():
 
 def test_delayed_ring_stays_within_the_delayed_bound():
     radius, largest, stats = _run_toy("ring", deterministic=False, staleness=2, max_delay_s=0.004)
-    staleness = int(stats[:, Stat.STALENESS].max())
+    staleness = int(stats[:, layer_columns(GOSSIP_STATS)["staleness"]].max())
     assert staleness <= 2
     assert (radius <= math_.delayed_factor(4, staleness) * largest).all()
 

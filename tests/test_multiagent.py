@@ -270,14 +270,19 @@ def test_the_pools_draws_follow_the_seed_and_rating_prefers_the_opponents_it_bea
     assert expected_score(1200, 1200) == 0.5 and expected_score(1600, 1200) == pytest.approx(10 / 11)
     from types import SimpleNamespace
 
-    from fastrl.config import Config, SelfPlayConfig
-    from fastrl.multiagent.selfplay import SelfPlayPool
+    from fastrl.buffers.control import layer_columns
+    from fastrl.config import Config
+    from fastrl.multiagent import SELFPLAY_STATS
+    from fastrl.multiagent.config import SelfPlayConfig
+    from fastrl.multiagent.selfplay import OPPONENTS, SelfPlayPool
 
     def pool(seed, sampling):
         config = Config()
         config.run.seed, config.selfplay = seed, SelfPlayConfig(opponents="pool", sampling=sampling, pool_size=4)
         spec = SimpleNamespace(config=config, env_unit=2, envs=4000, mode=SimpleNamespace(run_ahead=False))
-        buffers = SimpleNamespace(pool_params=lambda k: None, opponents=np.zeros((2, 2000), np.int64))
+        arrays = {OPPONENTS: np.zeros((2, 2000), np.int64)}
+        control = SimpleNamespace(stat_column=layer_columns(SELFPLAY_STATS).__getitem__)
+        buffers = SimpleNamespace(player_params=lambda k: None, layer_array=arrays.__getitem__, control=control)
         made = SelfPlayPool(spec, buffers, np.zeros(64))
         made.entries = [Snapshot(v, v, rating) for v, rating in enumerate((1000.0, 1200.0, 1400.0, 1600.0))]
         made.rating = 1400.0
@@ -315,8 +320,11 @@ def test_in_hts_a_new_snapshot_never_overwrites_one_the_rollout_in_flight_plays(
     from types import SimpleNamespace
 
     from csrc_free_kernels.step_end import TERMINATED
-    from fastrl.config import Config, SelfPlayConfig
-    from fastrl.multiagent.selfplay import SelfPlayPool, pool_slots
+    from fastrl.buffers.control import layer_columns
+    from fastrl.config import Config
+    from fastrl.multiagent import SELFPLAY_STATS
+    from fastrl.multiagent.config import SelfPlayConfig
+    from fastrl.multiagent.selfplay import OPPONENTS, SelfPlayPool, pool_slots
 
     config = Config()
     config.selfplay = SelfPlayConfig(opponents="pool", sampling="uniform", pool_size=2, snapshot_every=1)
@@ -331,7 +339,9 @@ def test_in_hts_a_new_snapshot_never_overwrites_one_the_rollout_in_flight_plays(
 
     assert pool_slots(config.selfplay, run_ahead=True) == 3 and pool_slots(config.selfplay, run_ahead=False) == 2
     spec = SimpleNamespace(config=config, env_unit=2, envs=64, mode=SimpleNamespace(run_ahead=True))
-    buffers = SimpleNamespace(pool_params=Slot, opponents=np.zeros((2, 32), np.int64))
+    arrays = {OPPONENTS: np.zeros((2, 32), np.int64)}
+    control = SimpleNamespace(stat_column=layer_columns(SELFPLAY_STATS).__getitem__)
+    buffers = SimpleNamespace(player_params=Slot, layer_array=arrays.__getitem__, control=control)
     pool = SelfPlayPool(spec, buffers, np.zeros(64))
     storage = {"reward": np.zeros((64, 3), np.float32), "done": np.zeros((64, 3), np.uint8)}
     storage["reward"][:, 0], storage["done"][:, 0] = 1.0, TERMINATED  # each learning seat wins a game a rollout
@@ -339,7 +349,7 @@ def test_in_hts_a_new_snapshot_never_overwrites_one_the_rollout_in_flight_plays(
     pool.prepare(1, None)  # hts's start: rollouts 0 and 1 drawn before either plays
     for j in range(12):  # barrier j: rollout j is in, rollout j+1 plays, rollout j+2 is drawn
         pool.observe(storage, j)
-        playing = set(buffers.opponents[(j + 1) % 2].tolist())
+        playing = set(buffers.layer_array(OPPONENTS)[(j + 1) % 2].tolist())
         pool.prepare(j + 2, None)
         version, slot = written[-1]
         assert version == j + 2 and slot not in playing

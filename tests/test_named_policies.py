@@ -87,7 +87,7 @@ def test_each_policy_learns_from_its_own_agents_rows_alone():
         def publish(self, model, version):
             published[self.k] = (model, version)
 
-    buffers = SimpleNamespace(pool_params=Slot, control=SimpleNamespace(learner_stats=np.zeros((1, 8))))
+    buffers = SimpleNamespace(player_params=Slot, control=SimpleNamespace(learner_stats=np.zeros((1, 8))))
     model = torch.nn.Linear(2, 2)
     policies = NamedPolicies(config, 6, named, buffers, None, lambda stats, rows: (model, Rule(), None, Step()))
     storage = {"row": np.repeat(np.arange(6)[:, None], 3, axis=1)}

@@ -38,7 +38,8 @@ def test_a_layer_installed_with_pip_is_found_in_every_process_by_its_entry_point
     (tmp_path / "work").mkdir()
     run_dir = tmp_path / "work" / "run"
     sets = ["run.total_frames=2048", "run.progress=false", "run.tensorboard=false", "run.log_interval_s=0.2",
-            "engine.executors=1", "engine.actors=1"]  # the learner in a process of its own
+            "engine.executors=1", "engine.actors=1",  # the learner in a process of its own
+            "parameter_average.decay=0.9"]  # the layer's own config section
     done = _fastrl(tmp_path / "work", site, "train", "cartpole_ppo", "--run-dir", str(run_dir),
                    *[arg for s in sets for arg in ("--set", s)])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -46,6 +47,11 @@ def test_a_layer_installed_with_pip_is_found_in_every_process_by_its_entry_point
     assert average and all(value.isfinite().all() for value in average.values())
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["best_return"] is not None and lines[-1]["best_return"] >= 9  # the main process's section
+    assert "decay = 0.9" in (run_dir / "config.toml").read_text()  # its section, written with the run's config
+    listed = _fastrl(tmp_path / "work", site, "config")
+    assert listed.returncode == 0 and "parameter_average.decay" in listed.stdout
+    refused = _fastrl(tmp_path / "work", site, "train", "cartpole_ppo", "--set", "parameter_average.decay=2")
+    assert refused.returncode == 2 and "parameter_average.decay = 2" in refused.stderr
 
 
 def test_an_entry_point_that_does_not_load_is_named_at_the_config_check(tmp_path):

@@ -216,6 +216,7 @@ def _telemetry_on_a_fake_clock(tmp_path, monkeypatch, config_path: str, learners
     """A Telemetry over bare control arrays whose ``time.monotonic`` is ``clock[0]``: (telemetry, control, clock)."""
     from fastrl.api import resolve_config
     from fastrl.buffers.control import Control, control_arrays
+    from fastrl.layers import layer_stats
     from fastrl.runs.run_dir import RunDir
     from fastrl.spec import WorkerIds
     from fastrl.telemetry import metrics
@@ -224,7 +225,9 @@ def _telemetry_on_a_fake_clock(tmp_path, monkeypatch, config_path: str, learners
     monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
     config = resolve_config(config_path, [f"run.dir='{tmp_path}'", "run.progress=false", "run.tensorboard=false",
                                           "run.log_interval_s=5.0", f"engine.learners={learners}"])
-    control = Control({name: np.zeros(shape, dtype) for name, shape, dtype in control_arrays(2 + learners, learners)})
+    stats = layer_stats()  # every layer's columns, as a run's plan allocates them
+    arrays = control_arrays(2 + learners, learners, len(stats))
+    control = Control({name: np.zeros(shape, dtype) for name, shape, dtype in arrays}, stats)
     telemetry = metrics.Telemetry(config, RunDir.create(config, tmp_path / "run"), control,
                                   WorkerIds(1, 1, learners), take_episodes=lambda: [])
     telemetry.mark_ready()

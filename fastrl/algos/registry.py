@@ -161,8 +161,11 @@ def registered() -> tuple[Algorithm, ...]:
 
 def options_of(algorithm: Algorithm, table: dict) -> Any:
     """``[algo.options]`` as the algorithm's options dataclass (its defaults where the table is silent); keys,
-    types and rules checked as every config key is. None for an algorithm without options (the table must then
-    be empty)."""
+    types and rules checked as every config key is. Keys that only other built-in algorithms take are left out
+    (``others_options``): a config of PPO run with ``--set algo.name='a2c'`` keeps its ``[algo.options]``. None
+    for an algorithm without options (the table must then hold no other key)."""
+    others = others_options(algorithm, table)
+    table = {key: value for key, value in table.items() if key not in others}
     options = algorithm.options_class()
     if options is None:
         if table:
@@ -171,6 +174,18 @@ def options_of(algorithm: Algorithm, table: dict) -> Any:
             )
         return None
     return build_section(options, table, "algo.options.")
+
+
+def others_options(algorithm: Algorithm, table: dict) -> dict[str, list[str]]:
+    """The keys of ``table`` that ``algorithm`` does not take and another built-in algorithm does: each with the
+    algorithms that take it (what the config check names as ignored)."""
+    own = option_names(algorithm)
+    owners = {
+        key: [n for n in ALGORITHMS.names() if is_built_in(n) and key in option_names(ALGORITHMS.get(n))]
+        for key in table
+        if key not in own
+    }
+    return {key: names for key, names in owners.items() if names}
 
 
 def _owners(table: dict) -> str:

@@ -1,5 +1,5 @@
-"""Shared-memory buffers: one segment per run holding trajectory slots, weights, gala's mailboxes
-(``mailboxes``) and control."""
+"""Shared-memory buffers: one segment per run holding trajectory slots, weights, the players' parameter slots,
+the layers' own arrays, gala's mailboxes (``mailboxes``) and control."""
 
 from __future__ import annotations
 
@@ -27,14 +27,13 @@ def param_arrays(n_params: int, learners: int, weight_slots: int = 1) -> list[tu
     return arrays
 
 
-def pool_arrays(n_params: int, pool: int, games: int) -> list[tuple[str, tuple[int, ...], str]]:
-    """Self-play's opponent pool (``fastrl.multiagent.selfplay``): ``pool`` snapshots of the weights, each with a
-    header as the published weights have, and per rollout parity the pool slot each env's opponents play with."""
-    return [
-        ("pool", (pool, n_params), "float32"),
-        ("pool_header", (pool, 8), "int64"),
-        ("opponents", (2, games), "int64"),
-    ]
+ArrayPlan = tuple[str, tuple[int, ...], str]  # (name, shape, dtype) of one shared array
+
+
+def player_arrays(n_params: int, slots: int) -> list[ArrayPlan]:
+    """The players' parameter slots: weights other than the learner's that the actors play rows with (a row
+    role's slot k, ``fastrl.sampling.row_roles``), each with a header as the published weights have."""
+    return [("players", (slots, n_params), "float32"), ("players_header", (slots, 8), "int64")]
 
 
 @dataclass(frozen=True)
@@ -47,16 +46,18 @@ class BufferPlan:
     workers: int
     weight_slots: int = 1  # published parameter sets per learner (2 where envs run ahead: hts)
     gossip: bool = False  # gala: the learners' mailboxes (also for one learner per torchrun rank)
-    pool: int = 0  # self-play: snapshots in the opponent pool (selfplay.pool_size; 0: no pool)
-    games: int = 0  # self-play: multi-agent envs, each with its opponent's pool slot per rollout parity
+    player_slots: int = 0  # parameter slots of weights other than the learner's (a layer's LayerNeeds)
+    layer_arrays: tuple[ArrayPlan, ...] = ()  # the layers' own arrays, by name (their LayerNeeds)
+    layer_stats: tuple[str, ...] = ()  # the layers' columns of each learner's stats row, after the core's
 
     def layout(self) -> Layout:
         return Layout.plan(
             self.slot_shape.arrays()
             + param_arrays(self.n_params, self.learners, self.weight_slots)
             + (gossip_arrays(self.n_params, self.learners) if self.gossip or self.learners > 1 else [])
-            + (pool_arrays(self.n_params, self.pool, self.games) if self.pool else [])
-            + control_arrays(self.workers, self.learners)
+            + (player_arrays(self.n_params, self.player_slots) if self.player_slots else [])
+            + list(self.layer_arrays)
+            + control_arrays(self.workers, self.learners, len(self.layer_stats))
         )
 
 
@@ -67,7 +68,7 @@ class RunBuffers:
         self.arena = arena
         self.plan = plan
         self.slots = TrajectorySlots(arena.arrays, plan.slot_shape)
-        self.control = Control(arena.arrays)
+        self.control = Control(arena.arrays, plan.layer_stats)
 
     def shared_params(self, learner: int = 0, name: str = "params", slot: int = 0):
         """The learner's published weights (``slot`` of its ``plan.weight_slots``), or its gala ``mailbox`` or
@@ -77,16 +78,15 @@ class RunBuffers:
         row = learner * self.plan.weight_slots + slot if name == "params" else learner
         return SharedParams(self.arena.arrays, row, name)
 
-    def pool_params(self, slot: int):
-        """Snapshot ``slot`` of the self-play pool (``fastrl.multiagent.selfplay``)."""
+    def player_params(self, slot: int):
+        """Players' parameter slot ``slot`` (``BufferPlan.player_slots``)."""
         from fastrl.buffers.params import SharedParams
 
-        return SharedParams(self.arena.arrays, slot, "pool")
+        return SharedParams(self.arena.arrays, slot, "players")
 
-    @property
-    def opponents(self):
-        """[2, games]: the pool slot each env's opponents play with in the rollouts of each parity."""
-        return self.arena.arrays["opponents"]
+    def layer_array(self, name: str):
+        """A layer's own array, by the name its ``LayerNeeds`` gave it."""
+        return self.arena.arrays[name]
 
     def rescue_params(self, learner: int = 0):
         """The copy a learner with one weight slot keeps of it (``param_arrays``); None with two slots."""

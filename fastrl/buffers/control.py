@@ -48,34 +48,19 @@ class Stat(IntEnum):
     LAG_MEAN = 7
     LAG_MAX = 8
     AGENT_STEPS = 9
-    # gala
     UPDATE_NORM = 10  # ‖θ after − θ before‖ of the last optimizer step
-    MAX_UPDATE_NORM = 11  # the largest so far (L of the consensus bound)
-    CONSENSUS = 12  # ‖x_i − x̄‖ after the last mix, x̄ the average of every learner's published θ
-    BOUND = 13  # the bound on that distance computed from the update norms (fastrl.algos.gossip_bounds)
-    MIXES = 14  # messages mixed
-    GOSSIP_WAIT_S = 15  # seconds blocked on peers
-    STALENESS = 16  # the most consecutive updates without a new message from the in-peer
-    MESSAGE_AGE = 17  # this learner's update minus the update of the in-peer's message it last mixed
+    MAX_UPDATE_NORM = 11  # the largest so far (L of gala's consensus bound)
     # ppo: means over the last update's minibatch steps
-    CLIP_FRACTION = 18  # share of samples whose probability ratio left [1 - clip, 1 + clip]
-    APPROX_KL = 19  # estimate of KL(old || new): mean of (ratio - 1) - log ratio
-    LR = 20  # the learning rate of the last optimizer step (algo.lr_schedule)
-    RANKS_S = 21  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
-    RADIUS = 22  # gala under torchrun: max over every rank's learners of ‖x_g − x̄‖ at the previous consensus round
-    ENTROPY_COEF = 23  # the entropy bonus weight of the last update (algo.entropy_schedule)
-    CLIP = 24  # ppo: the probability ratio's clip range of the last update (algo.clip_schedule)
-    EXTRA_0 = 25  # a plug-in algorithm's own metrics, in its registration's order (fastrl.algos.registry)
-    # self-play against a pool (fastrl.multiagent.selfplay), after EXTRA_0's 8 columns
-    ELO = 33  # the learning policy's Elo rating
-    POOL_SIZE = 34  # snapshots in the pool
-    POOL_SCORE = 35  # the learning seat's mean score (win 1, draw 1/2) over its last games against the pool
-    POOL_GAMES = 36  # games rated
-    RANDOM_SCORE = 37  # the learning seat's mean score over its last games against the uniformly random player
-    SCRIPTED_SCORE = 38  # ... and against the scripted player (selfplay.scripted)
+    CLIP_FRACTION = 12  # share of samples whose probability ratio left [1 - clip, 1 + clip]
+    APPROX_KL = 13  # estimate of KL(old || new): mean of (ratio - 1) - log ratio
+    LR = 14  # the learning rate of the last optimizer step (algo.lr_schedule)
+    RANKS_S = 15  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
+    ENTROPY_COEF = 16  # the entropy bonus weight of the last update (algo.entropy_schedule)
+    CLIP = 17  # ppo: the probability ratio's clip range of the last update (algo.clip_schedule)
+    EXTRA_0 = 18  # a plug-in algorithm's own metrics, in its registration's order (fastrl.algos.registry)
 
 
-STAT_COLUMNS = 39
+STAT_COLUMNS = 26  # the core's columns (EXTRA_0's 8 included); the layers' follow, by name (Control.stat_column)
 
 
 class Activity(IntEnum):
@@ -98,13 +83,13 @@ class Phase(IntEnum):
 ACTIVITY_COLUMNS = 8  # one 64-byte cache line per worker: executors never share a line
 
 
-def control_arrays(workers: int, learners: int) -> list[tuple[str, tuple[int, ...], str]]:
+def control_arrays(workers: int, learners: int, layer_stats: int = 0) -> list[tuple[str, tuple[int, ...], str]]:
     return [
         ("flags", (8,), "int64"),
         ("heartbeat", (workers,), "float64"),
         ("ready", (workers,), "int64"),
         ("timing", (workers, len(Clock)), "float64"),
-        ("learner_stats", (learners, STAT_COLUMNS), "float64"),
+        ("learner_stats", (learners, STAT_COLUMNS + layer_stats), "float64"),
         ("learner_done", (learners, len(Done)), "int64"),
         ("activity", (workers, ACTIVITY_COLUMNS), "int64"),
         # env-state saves at a checkpoint barrier: [0] = rollout + 1 the learner asks for,
@@ -113,8 +98,14 @@ def control_arrays(workers: int, learners: int) -> list[tuple[str, tuple[int, ..
     ]
 
 
+def layer_columns(layer_stats: tuple[str, ...]) -> dict[str, int]:
+    """Each layer stat's column of a learner's stats row: after the core's, in the plan's order."""
+    return {name: STAT_COLUMNS + k for k, name in enumerate(layer_stats)}
+
+
 class Control:
-    def __init__(self, arrays: dict[str, np.ndarray]):
+    def __init__(self, arrays: dict[str, np.ndarray], layer_stats: tuple[str, ...] = ()):
+        self.layer_columns = layer_columns(layer_stats)
         self.flags = arrays["flags"]
         self.heartbeat = arrays["heartbeat"]
         self.ready = arrays["ready"]
@@ -123,6 +114,10 @@ class Control:
         self.learner_done = arrays["learner_done"]
         self.activity = arrays["activity"]
         self.env_saves = arrays["env_saves"]
+
+    def stat_column(self, name: str) -> int:
+        """The column of a layer's stat ``name`` (its ``Layer.stats``) in each learner's stats row."""
+        return self.layer_columns[name]
 
     def set(self, flag: Flag) -> None:
         self.flags[flag] = 1

@@ -4,6 +4,9 @@ the bad value and what is allowed, before any worker starts."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import logging
 import sys
 from pathlib import Path
 
@@ -12,9 +15,11 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
-from fastrl.config.moved_keys import place_moved_keys, take_moved_keys
+from fastrl.algos import registry
+from fastrl.config.moved_keys import moved_to_options
 from fastrl.config.validation import validate
 from fastrl.errors import ConfigError
+from fastrl.layers import layer_sections
 from fastrl.schema import Config
 from fastrl.tables import build_section
 
@@ -23,6 +28,7 @@ SHIPPED_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 # The job `fastrl train` runs with no CONFIG, and fastrl.train() with none: the shipped pong_sync.toml.
 # A config (a file, a dict, a Config) starts from the schema's defaults, which an empty file gets.
 DEFAULT_JOB = SHIPPED_CONFIGS / "pong_sync.toml"
+log = logging.getLogger(__name__)
 
 
 def _merge(base: dict, extra: dict) -> dict:
@@ -54,17 +60,53 @@ def parse_override(text: str) -> dict:
 
 
 def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
-    for text in overrides:
-        data = _merge(data, parse_override(text))
+    data = moved_to_options(data)  # each source's old keys under their new names before the next source merges
+    for text in overrides:  # so an old key's --set overrides what the file wrote under its new name
+        data = _merge(data, moved_to_options(parse_override(text)))
     return data
 
 
 def config_from_dict(data: dict) -> Config:
-    data, moved = take_moved_keys(data)  # [algo]'s old keys of PPO's and IMPALA's options, read where they moved
-    config = build_section(Config, data, "")
-    place_moved_keys(config, moved)  # once algo.name is resolved: the options it takes
+    """A checked ``Config`` from a config's tables: the core's sections, and each layer's own
+    (``fastrl.layers.Layer.config``), read and checked the same way."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"the config: expected a table, got {data!r}")
+    data = moved_to_options(data)  # [algo]'s old keys of PPO's and IMPALA's options, read where they moved
+    declared = layer_sections()
+    known = _section_names(declared)
+    for key in data:
+        if key not in known:  # "sections", the field that holds the layers' sections, is no table of a file
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; known sections: {', '.join(known)}"
+            raise ConfigError(f"unknown config key '{key}'{hint}")
+    core = {key: value for key, value in data.items() if key not in declared}
+    sections = {name: build_section(cls, data[name], f"{name}.") for name, cls in declared.items() if name in data}
+    config = build_section(Config, core, "")
+    _leave_out_others_options(config)
+    config.sections.update(sections)  # checked above as the core's tables are; the defaults where not given
     validate(config)
     return config
+
+
+def _leave_out_others_options(config: Config) -> None:
+    """``[algo.options]`` keys that only other built-in algorithms take are left out, with a warning: a config of
+    PPO run with ``--set algo.name='a2c'`` (or a mode whose algorithm differs) keeps working, as it did when those
+    keys were ``[algo]``'s; a key no algorithm takes is still refused by the options' check."""
+    algorithm = registry.known(config.algo.name)
+    others = registry.others_options(algorithm, config.algo.options) if algorithm is not None else {}
+    for key, owners in others.items():
+        log.warning(
+            "algo.options.%s is an option of %s; algo.name = %r leaves it out",
+            key,
+            " and ".join(owners),
+            config.algo.name,
+        )
+    if others:
+        config.algo.options = {key: value for key, value in config.algo.options.items() if key not in others}
+
+
+def _section_names(declared: dict) -> list[str]:
+    return [f.name for f in dataclasses.fields(Config) if f.name != "sections"] + list(declared)
 
 
 def shipped_configs() -> list[str]:

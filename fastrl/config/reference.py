@@ -11,6 +11,7 @@ import typing
 from typing import Any
 
 from fastrl.algos import registry
+from fastrl.layers import layer_section_docs, layer_sections
 from fastrl.schema import Config
 
 SUMMARY_CHARS = 80  # of a shipped config's header sentence in `fastrl configs`
@@ -41,15 +42,26 @@ def algorithm_options() -> list[tuple[str, type]]:
     """(name, options dataclass) of each built-in algorithm with options of its own (``[algo.options]``), in the
     registry's order; a plug-in's are its own docs'."""
     found = [(name, registry.known(name)) for name in registry.names() if registry.is_built_in(name)]
-    return [(name, algorithm.options_class()) for name, algorithm in found if algorithm and algorithm.options]
+    classes = [(name, algorithm.options_class()) for name, algorithm in found if algorithm and algorithm.options]
+    return [(name, options) for name, options in classes if options is not None]
+
+
+def _tables(cls: type) -> list[tuple[str, type, dataclasses.Field | None]]:
+    """The sub-tables of ``cls``: its dataclass fields, and at the top the layers' sections after the core's."""
+    hints = typing.get_type_hints(cls)
+    tables: list[tuple[str, type, dataclasses.Field | None]] = [
+        (f.name, hints[f.name], f) for f in dataclasses.fields(cls) if not f.metadata.get("layers")
+    ]
+    if cls is Config:
+        tables += [(name, section, None) for name, section in layer_sections().items()]
+    return tables
 
 
 def _leaves(cls: type, prefix: str) -> list[tuple[str, Any, dataclasses.Field]]:
     rows = []
-    for f in dataclasses.fields(cls):
-        tp = typing.get_type_hints(cls)[f.name]
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-            rows += _leaves(tp, f"{prefix}{f.name}.")
+    for name, tp, f in _tables(cls):
+        if f is None or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):  # a section: a layer's, or a table
+            rows += _leaves(tp, f"{prefix}{name}.")
         else:
             default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
             rows.append((f"{prefix}{f.name}", default, f))
@@ -82,14 +94,14 @@ def _row(key: str, default: Any, f: dataclasses.Field) -> str:
 def _sections(cls: type, prefix: str) -> list[tuple[str, type, str]]:
     """Each table of the config (nested ones too, e.g. ``env.atari``), depth first, with its description."""
     out = []
-    for f in dataclasses.fields(cls):
-        tp = typing.get_type_hints(cls)[f.name]
+    docs = layer_section_docs() if cls is Config else {}
+    for name, tp, f in _tables(cls):
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-            doc = f.metadata.get("doc", "")
+            doc = docs.get(name, "") if f is None else f.metadata.get("doc", "")
             own = inspect.getdoc(tp) if tp.__doc__ and not tp.__doc__.startswith(tp.__name__ + "(") else ""
             text = ". ".join(s for s in (doc[:1].upper() + doc[1:], own) if s).rstrip(".") + "."
-            out.append((f"{prefix}{f.name}", tp, _cell(text)))
-            out += _sections(tp, f"{prefix}{f.name}.")
+            out.append((f"{prefix}{name}", tp, _cell(text)))
+            out += _sections(tp, f"{prefix}{name}.")
     return out
 
 

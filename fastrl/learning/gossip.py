@@ -38,6 +38,7 @@ from fastrl.buffers.control import Flag, Stat
 from fastrl.buffers.params import VERSION, SharedParams
 from fastrl.errors import StopRequested
 from fastrl.learning.extensions import LearnerExtension, PeerFinished
+from fastrl.learning.gossip_layer import GOSSIP_STATS
 from fastrl.ranks.gala_ring import Place, RankGossip
 
 # mailbox header columns after the seqlock's [SEQ, VERSION]: the version the out-peer read last, "sends no more"
@@ -102,6 +103,7 @@ class Gossip(LearnerExtension):
         self.mixing, self.deterministic, self.max_staleness = gala.mixing, gala.deterministic, gala.max_staleness
         self.control = buffers.control
         self.stats = buffers.control.learner_stats
+        self.column = {name: buffers.control.stat_column(name) for name in GOSSIP_STATS}  # the layer's own columns
         arrays = buffers.arena.arrays
         self.mail_header = arrays["mailbox_header"]
         self.reduce_header = arrays["allreduce_header"]
@@ -206,7 +208,7 @@ class Gossip(LearnerExtension):
             self.since_message += 1
             return
         self.since_message = 0
-        self.stats[self.index, Stat.MIXES] += len(messages)
+        self.stats[self.index, self.column["mixes"]] += len(messages)
         weight = 1.0 / (1 + len(messages))
         peers = [m.state_dict() for m in messages]
         for name, x in model.state_dict().items():
@@ -235,7 +237,7 @@ class Gossip(LearnerExtension):
         if self.deterministic and version != update:
             raise RuntimeError(f"gala deterministic gossip: expected the message of update {update}, got {version}")
         self.last_mixed[k] = version
-        self.stats[self.index, Stat.MESSAGE_AGE] = update - version
+        self.stats[self.index, self.column["message_age"]] = update - version
         return True
 
     def start(self) -> None:
@@ -252,7 +254,7 @@ class Gossip(LearnerExtension):
 
     def _note_staleness(self, updates: int) -> None:
         row = self.stats[self.index]
-        row[Stat.STALENESS] = max(row[Stat.STALENESS], updates)
+        row[self.column["staleness"]] = max(row[self.column["staleness"]], updates)
 
     # ------------------------------------------------------------------ consensus
 
@@ -275,9 +277,9 @@ class Gossip(LearnerExtension):
         distance = float(torch.linalg.vector_norm(self.snapshot[self.index].double() - mean))
         stats = self.stats
         largest = float(stats[:, Stat.MAX_UPDATE_NORM].max())
-        staleness = int(stats[:, Stat.STALENESS].max())
-        stats[self.index, Stat.CONSENSUS] = distance
-        stats[self.index, Stat.BOUND] = consensus_bound(
+        staleness = int(stats[:, self.column["staleness"]].max())
+        stats[self.index, self.column["consensus"]] = distance
+        stats[self.index, self.column["bound"]] = consensus_bound(
             self.mixing, self.learners, largest, self.deterministic, staleness
         )
 
@@ -286,12 +288,16 @@ class Gossip(LearnerExtension):
         learner's largest update and staleness, and the previous round's radius over every learner."""
         assert self.link is not None, "consensus rounds run over the ranks' link"
         row = self.stats[self.index]
-        done = self.link.rounds.step(model, self.update, float(row[Stat.MAX_UPDATE_NORM]), int(row[Stat.STALENESS]))
+        done = self.link.rounds.step(
+            model, self.update, float(row[Stat.MAX_UPDATE_NORM]), int(row[self.column["staleness"]])
+        )
         if done is None:
             return
-        row[Stat.CONSENSUS] = done.distance
-        row[Stat.BOUND] = consensus_bound(self.mixing, self.members, done.largest, self.deterministic, done.staleness)
-        row[Stat.RADIUS] = max(done.previous_radius, 0.0)
+        row[self.column["consensus"]] = done.distance
+        row[self.column["bound"]] = consensus_bound(
+            self.mixing, self.members, done.largest, self.deterministic, done.staleness
+        )
+        row[self.column["radius"]] = max(done.previous_radius, 0.0)
 
     def finish(self) -> None:
         """This learner sends no more: peers stop waiting for it."""
@@ -323,7 +329,7 @@ class Gossip(LearnerExtension):
                 time.sleep(pause)
                 pause = min(2 * pause, MAX_PAUSE_S)
         finally:
-            self.stats[self.index, Stat.GOSSIP_WAIT_S] += time.perf_counter() - started
+            self.stats[self.index, self.column["gossip_wait_s"]] += time.perf_counter() - started
 
 
 def gossip(learner) -> Gossip | None:

@@ -21,7 +21,13 @@ import logging
 import numpy as np
 import torch
 
-from csrc_free_kernels.reward_scaling import discounted_returns, new_stats, scale_rewards, step_moments
+from csrc_free_kernels.reward_scaling import (
+    discounted_returns,
+    new_stats,
+    normalize_rewards,
+    scale_rewards,
+    step_moments,
+)
 from fastrl.learning.extensions import LearnerExtension, Storage
 from fastrl.ranks.cohort import Solo
 
@@ -89,3 +95,12 @@ def reward_scaling(learner) -> RewardScaler | None:
     if not algo.normalize_rewards:
         return None
     return RewardScaler(len(learner.owned), algo.gamma, algo.reward_clip, learner.cohort)
+
+
+def warm_up() -> None:
+    """Its kernel compiled into numba's cache (and loaded) before a run's workers start: the layer's ``warm_up``.
+    The learner's [N, T] views of [N, T + 1] storages; with N = 1 numpy sees them as contiguous."""
+    for n in (2, 1):
+        rows = np.zeros((n, 3), np.float32)
+        dones = np.zeros((n, 3), np.uint8)[:, :2]
+        normalize_rewards(rows[:, :2], dones, np.zeros(n), new_stats(), 0.99, 10.0)

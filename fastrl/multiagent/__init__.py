@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from fastrl.layers import Layer, register_layer
 
+# the pool's columns of each learner's stats row: the learning policy's Elo rating, snapshots in the pool, the
+# learning seat's mean score (win 1, draw 1/2) over its last games against the pool, games rated, and its mean score
+# over its last games against the uniformly random player and against the scripted player
+SELFPLAY_STATS = ("elo", "pool_size", "pool_score", "pool_games", "random_score", "scripted_score")
+RATINGS = "Elo rating (against the self-play pool, or between named policies)"  # their shared panel of fastrl plot
+
 register_layer(
     Layer(
         "multiagent",
@@ -15,22 +21,29 @@ register_layer(
 register_layer(
     Layer(
         "selfplay_pool",
-        "self-play against a pool of past snapshots, rated by Elo",
+        "multi-agent envs: opponents from a pool of snapshots",
         order=10,  # reads a storage's raw rewards, before reward scaling
         learner_extension="fastrl.multiagent.selfplay:selfplay_pool",
         row_roles="fastrl.multiagent.row_roles:PoolRoles",
         plays_rows=lambda config: config.selfplay.opponents == "pool",
         metrics="fastrl.multiagent.metrics:pool_metrics",
+        stats=SELFPLAY_STATS,
+        curves=((RATINGS, "elo"),),
+        config="fastrl.multiagent.config:SelfPlayConfig",
+        section="selfplay",
     )
 )
 register_layer(
     Layer(
         "named_policies",
-        "each agent played by its own named policy: learning, frozen at a checkpoint, or scripted",
+        "multi-agent envs: named policies per agent",
         order=30,
         learner_extension="fastrl.multiagent.named_policies:named_policies",
         row_roles="fastrl.multiagent.row_roles:NamedRoles",
         plays_rows=lambda config: bool(config.multiagent.policies),
         metrics="fastrl.multiagent.metrics:named_policy_metrics",
+        curves=((RATINGS, "policy_elo"),),
+        config="fastrl.multiagent.config:MultiAgentConfig",
+        section="multiagent",
     )
 )

@@ -17,7 +17,7 @@ from fastrl.envs import EnvInfo
 from fastrl.layers import LayerNeeds
 from fastrl.modes import mode_of
 from fastrl.multiagent.named_policies import frozen_parameters, policy_map
-from fastrl.multiagent.selfplay import POOL, SHARED, pool_slots
+from fastrl.multiagent.selfplay import OPPONENTS, POOL, SHARED, pool_slots
 
 
 def plan_multiagent(
@@ -31,11 +31,12 @@ def plan_multiagent(
     # multiagent.policies, in the env's agent order; a resumed run's frozen policies are in its checkpoint
     config = check_policies(config, info.agent_names, policy, resuming)
     if config.selfplay.opponents == POOL:
+        games = config.engine.envs // info.agents
         return config, LayerNeeds(
-            pool_slots(config.selfplay, mode_of(config).run_ahead), config.engine.envs // info.agents
+            pool_slots(config.selfplay, mode_of(config).run_ahead), ((OPPONENTS, (2, games), "int64"),)
         )
-    named = policy_map(config, info.agent_names)  # the other named policies' parameters share the pool segment
-    return config, LayerNeeds(named.slots if named else 0, 0)
+    named = policy_map(config, info.agent_names)  # the other named policies' parameters are players' slots
+    return config, LayerNeeds(named.slots if named else 0)
 
 
 def check_scripted(config, info) -> None:

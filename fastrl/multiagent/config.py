@@ -1,5 +1,6 @@
-"""The sections of multi-agent envs (PettingZoo, docs/multi-agent.md): who plays the agents besides the
-learning policy (``selfplay``) and which named policy plays each agent (``multiagent``)."""
+"""The config sections of the multi-agent layers (PettingZoo, docs/multi-agent.md), declared by their ``Layer``s
+(``fastrl.multiagent``): who plays the agents besides the learning policy (``selfplay``) and which named policy
+plays each agent (``multiagent``)."""
 
 from __future__ import annotations
 

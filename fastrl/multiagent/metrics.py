@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from fastrl.buffers.control import Stat
+from fastrl.buffers.control import layer_columns
 from fastrl.config import Config
+from fastrl.layers import layer_stats
 from fastrl.multiagent.policy_ratings import PolicyRatings
 from fastrl.multiagent.selfplay import POOL
 from fastrl.telemetry.sections import MetricsSection, finite_or_none
@@ -20,18 +21,19 @@ class PoolMetrics(MetricsSection):
 
     def __init__(self, config: Config):
         self.random, self.scripted = config.selfplay.random_share > 0, config.selfplay.scripted_share > 0
+        self.column = layer_columns(layer_stats())  # as the run's plan placed them (this process planned it)
 
     def fields(self, stats: np.ndarray) -> dict[str, Any]:
         line: dict[str, Any] = {
-            "elo": round(float(stats[Stat.ELO]), 2),
-            "pool_size": int(stats[Stat.POOL_SIZE]),
-            "pool_score": finite_or_none(stats[Stat.POOL_SCORE]),
-            "pool_games": int(stats[Stat.POOL_GAMES]),
+            "elo": round(float(stats[self.column["elo"]]), 2),
+            "pool_size": int(stats[self.column["pool_size"]]),
+            "pool_score": finite_or_none(stats[self.column["pool_score"]]),
+            "pool_games": int(stats[self.column["pool_games"]]),
         }
         if self.random:
-            line["random_score"] = finite_or_none(stats[Stat.RANDOM_SCORE])
+            line["random_score"] = finite_or_none(stats[self.column["random_score"]])
         if self.scripted:
-            line["scripted_score"] = finite_or_none(stats[Stat.SCRIPTED_SCORE])
+            line["scripted_score"] = finite_or_none(stats[self.column["scripted_score"]])
         return line
 
 

@@ -160,7 +160,7 @@ class NamedPolicies(LearnerExtension):
     ):
         self.policies = policies
         self.run_rows = policies.rows_of(RUNS_POLICY, envs)
-        self.slots = [buffers.pool_params(k) for k in range(policies.slots)]
+        self.slots = [buffers.player_params(k) for k in range(policies.slots)]
         self.learners: list[PolicyLearner] = []
         self.frozen: dict[int, torch.Tensor] = {}  # policy (index into names) -> parameters
         self.frozen_published = False

@@ -1,7 +1,7 @@
 """The multi-agent layer's row roles (``fastrl.sampling.row_roles``): who plays each agent's row.
 
 - ``PoolRoles`` (``selfplay.opponents = "pool"``, ``fastrl.multiagent.selfplay``): in every env one seat learns and
-  the others are played by the snapshot the learner drew for that env and rollout (``buffers.opponents``, per
+  the others are played by the snapshot the learner drew for that env and rollout (its ``selfplay_opponents`` array, per
   rollout parity), the random player's zero slot or the scripted player, which each actor builds itself; no loss
   reads the other seats.
 - ``NamedRoles`` (``multiagent.policies``, ``fastrl.multiagent.named_policies``): each agent's policy plays its rows
@@ -16,7 +16,7 @@ import torch
 
 from fastrl.models.scripted import build_scripted
 from fastrl.multiagent.named_policies import policy_map
-from fastrl.multiagent.selfplay import scripted_slot
+from fastrl.multiagent.selfplay import OPPONENTS, scripted_slot
 from fastrl.partition import opponent_rows
 
 
@@ -25,7 +25,7 @@ class PoolRoles:
         options = spec.config.selfplay
         self.agents = spec.env_unit
         self.opponent = opponent_rows(spec.envs, self.agents)
-        self.table = buffers.opponents  # [2, games]: each env's pool slot in the rollouts of each parity
+        self.table = buffers.layer_array(OPPONENTS)  # [2, games]: each env's pool slot in each parity's rollouts
         self.scripted_slot, self.scripted = -1, None
         if device is not None and options.scripted_share > 0:  # built where it plays: the actors
             self.scripted_slot = scripted_slot(options, spec.mode.run_ahead)

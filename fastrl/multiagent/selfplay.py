@@ -38,8 +38,8 @@ import torch
 
 from csrc_free_kernels.step_end import CONTINUES
 from fastrl.buffers import RunBuffers
-from fastrl.buffers.control import Stat
 from fastrl.learning.extensions import LearnerExtension, Storage
+from fastrl.multiagent import SELFPLAY_STATS
 from fastrl.partition import learning_rows
 from fastrl.spec import RunSpec
 
@@ -48,6 +48,7 @@ INITIAL_RATING = 1200.0
 RANDOM_VERSION = -1  # the random player's "version" in the drawn tables (-2: nothing drawn yet)
 SCRIPTED_VERSION = -3  # the scripted player's
 POOL = "pool"  # selfplay.opponents: the pool of past selves plays the other seats
+OPPONENTS = "selfplay_opponents"  # its shared array: [2, games], each env's pool slot per rollout parity
 SHARED = "shared"  # selfplay.opponents: every seat is the learning policy (parameter sharing)
 RECENT_GAMES = 200  # the score in the metrics: over the learning seat's last games against the pool
 
@@ -87,10 +88,11 @@ class SelfPlayPool(LearnerExtension):
         self.agents = spec.env_unit
         self.rows = learning_rows(spec.envs, self.agents)
         spare = int(spec.mode.run_ahead)  # hts: a slot that no rollout in flight plays, for the next snapshot
-        self.slots = [buffers.pool_params(k) for k in range(self.options.pool_size + spare)]
+        self.slots = [buffers.player_params(k) for k in range(self.options.pool_size + spare)]
         self.spare = self.options.pool_size if spare else None
-        self.table = buffers.opponents
+        self.table = buffers.layer_array(OPPONENTS)
         self.stats = stats
+        self.column = {name: buffers.control.stat_column(name) for name in SELFPLAY_STATS}
         self.entries: list[Snapshot] = []
         # each rollout parity's opponents by snapshot version (-1: the random player): its games are rated against
         # them, also after they left the pool (hts); ``retired``: the ones that left and a rollout still names
@@ -100,7 +102,7 @@ class SelfPlayPool(LearnerExtension):
         slot = len(self.slots)
         self.random = Snapshot(RANDOM_VERSION, slot, INITIAL_RATING) if self.options.random_share else None
         if self.random is not None:
-            random_slot = buffers.pool_params(self.random.slot)
+            random_slot = buffers.player_params(self.random.slot)
             random_slot.write_flat(torch.zeros_like(random_slot.flat), 0)
         self.against_random: deque[float] = deque(maxlen=RECENT_GAMES)
         self.scripted = (
@@ -136,7 +138,7 @@ class SelfPlayPool(LearnerExtension):
         self.drawn[version % 2] = versions
         self._forget_retired()
         self.prepared = version
-        self.stats[Stat.POOL_SIZE] = len(self.entries)
+        self.stats[self.column["pool_size"]] = len(self.entries)
 
     def observe(self, storage, rollout: int) -> None:
         """Rate the learning seat's games that ended in ``rollout`` against the snapshots they were played with."""
@@ -151,11 +153,13 @@ class SelfPlayPool(LearnerExtension):
                 if ends[g, t]:
                     self._rate(by_version[int(opponents[g])], float(np.sign(self.returns[g]) + 1) / 2)
                     self.returns[g] = 0.0
-        self.stats[Stat.ELO] = self.rating
-        self.stats[Stat.POOL_SCORE] = float(np.mean(self.recent)) if self.recent else float("nan")
-        self.stats[Stat.POOL_GAMES] = self.games
-        self.stats[Stat.RANDOM_SCORE] = float(np.mean(self.against_random)) if self.against_random else float("nan")
-        self.stats[Stat.SCRIPTED_SCORE] = (
+        self.stats[self.column["elo"]] = self.rating
+        self.stats[self.column["pool_score"]] = float(np.mean(self.recent)) if self.recent else float("nan")
+        self.stats[self.column["pool_games"]] = self.games
+        self.stats[self.column["random_score"]] = (
+            float(np.mean(self.against_random)) if self.against_random else float("nan")
+        )
+        self.stats[self.column["scripted_score"]] = (
             float(np.mean(self.against_scripted)) if self.against_scripted else float("nan")
         )
 
@@ -262,8 +266,8 @@ class SelfPlayPool(LearnerExtension):
             version_of = {e.slot: e.version for e in (*self.entries, *self._fixed_players())}
             self.drawn[:] = np.vectorize(lambda slot: version_of.get(int(slot), RANDOM_VERSION - 1))(self.table)
         self.prepared = int(state["prepared"])
-        self.stats[Stat.POOL_SIZE] = len(self.entries)
-        self.stats[Stat.ELO] = self.rating
+        self.stats[self.column["pool_size"]] = len(self.entries)
+        self.stats[self.column["elo"]] = self.rating
 
     # ------------------------------------------------------------------ as a learner extension
 

@@ -15,7 +15,7 @@ import time
 from queue import Empty
 
 log = logging.getLogger(__name__)
-READ_TIMEOUT_S = 0.05
+READ_TIMEOUT_S = 0.02  # how soon a stopped reader leaves: every run waits for it at its end
 
 
 class QueueDrain:
@@ -37,6 +37,10 @@ class QueueDrain:
             self.items.extend(self.queue.get_many(block=False))
         except Empty:
             pass
+
+    def ask_to_stop(self) -> None:
+        """The reader leaves at its next timeout; ``stop`` waits for it (ask every drain first: they wait together)."""
+        self._stop.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -65,7 +69,7 @@ class QueueDrain:
 
     def stop(self) -> bool:
         """Stop reading; False if the reader is wedged on the queue's lock (it is then abandoned)."""
-        self._stop.set()
+        self.ask_to_stop()
         if not self._thread.ident:
             return True
         self._thread.join(READ_TIMEOUT_S * 4)

@@ -321,6 +321,8 @@ class Supervisor:
             _written(lambda: self.run_dir.write_summary(summary), "summary.json", unwritten)
             outcome = dataclasses.replace(outcome, unwritten="; ".join(unwritten))
         finally:
+            self.errors.ask_to_stop()  # both readers leave at their next timeout, together
+            self.episodes.ask_to_stop()
             self.errors.stop()
             self.episodes.stop()
             channels.close()
@@ -340,8 +342,11 @@ class Supervisor:
     def _stop_workers(self) -> None:
         processes = list(self.processes.values())
         deadline = time.monotonic() + (0.0 if self.signals.forced else JOIN_TIMEOUT_S)
-        while any(p.is_alive() for p in processes) and time.monotonic() < deadline and not self.signals.forced:
-            time.sleep(0.02)
+        while time.monotonic() < deadline and not self.signals.forced:
+            alive = [p.sentinel for p in processes if p.is_alive()]
+            if not alive:
+                break
+            wait(alive, timeout=0.05)  # wakes as the last one exits (a second Ctrl-C within 0.05 s)
         stop_processes(processes, KILL_WAIT_S)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fastrl.layers import warm_up_layers
+
 
 def compile_kernels() -> None:
     from csrc_free_kernels.action_sampling import (
@@ -22,7 +24,6 @@ def compile_kernels() -> None:
     )
     from csrc_free_kernels.gae import gae
     from csrc_free_kernels.returns import nstep_returns
-    from csrc_free_kernels.reward_scaling import new_stats, normalize_rewards
     from csrc_free_kernels.vtrace import vtrace
 
     # the learner: [N, T] views of [N, T + 1] storages, bootstrap a column of a [N, T + 1] array;
@@ -36,7 +37,6 @@ def compile_kernels() -> None:
         vtrace(
             rows[:, :2], np.zeros((n, 2), np.float32), rows[:, :2], dones, rows, 0.99, 1.0, 1.0, 1.0, final_values=ends
         )  # impala
-        normalize_rewards(rows[:, :2], dones, np.zeros(n), new_stats(), 0.99, 10.0)  # algo.normalize_rewards
     # the actor: contiguous logits and values, sorted rows, the trajectory's 1-D columns
     sample_rows_kernel(
         np.zeros((1, 2), np.float32),
@@ -77,3 +77,4 @@ def compile_kernels() -> None:
     sample_gaussian(
         np.zeros((1, 2), np.float32), np.full((1, 1), 0.5), np.empty((1, 1), np.float32), np.empty(1, np.float32)
     )
+    warm_up_layers()  # the layers' own kernels (reward scaling's)

@@ -11,8 +11,8 @@ names the storage, the storage the weight slot. In lockstep (``sync``) an actor 
 of one learner's envs it serves, never for another learner's.
 
 Rows other players than the learner play (the run's row roles, ``fastrl.sampling.row_roles``) are forwarded
-apart, each player's with its own model: one the roles built, or a copy of the run's model loaded with a slot of
-the shared pool segment.
+apart, each player's with its own model: one the roles built, or a copy of the run's model loaded with one of
+the players' parameter slots (``RunBuffers.player_params``).
 """
 
 from __future__ import annotations
@@ -84,10 +84,10 @@ class Actor:
             None if self.hidden is None else torch.empty((self.served, self.hidden.shape[1]), pin_memory=pinned)
         )
         # the players of rows other than the learner's (None: the learner's weights play every row), and the
-        # models of those that play with a slot of the pool segment, loaded as it changes
-        self.pool_params = [buffers.pool_params(k) for k in range(buffers.plan.pool)]
-        self.pool_models: dict[int, torch.nn.Module] = {}
-        self.pool_versions: dict[int, int] = {}
+        # models of those that play with a players' parameter slot, loaded as it changes
+        self.player_params = [buffers.player_params(k) for k in range(buffers.plan.player_slots)]
+        self.player_models: dict[int, torch.nn.Module] = {}
+        self.player_versions: dict[int, int] = {}
         self.roles = row_roles_for(spec, buffers, self.device)
         self.pending: list[list[int]] = [[] for _ in range(sets)]  # requests by weight set
         self.constant: list[tuple | None] = [None] * sets  # (version, logits, value) of an obs-blind policy
@@ -237,14 +237,14 @@ class Actor:
         return rows[~others]
 
     def _player(self, roles: RowRoles, slot: int) -> torch.nn.Module:
-        """Player ``slot``'s model: the roles' own, or a copy of the run's with the pool segment's slot loaded."""
+        """Player ``slot``'s model: the roles' own, or a copy of the run's with its players' slot loaded."""
         own = roles.model(slot)
         if own is not None:
             return own
-        model = self.pool_models.get(slot)
+        model = self.player_models.get(slot)
         if model is None:
-            model = self.pool_models[slot] = copy.deepcopy(self.model)
-        self.pool_versions[slot] = self.pool_params[slot].load_into(model, self.pool_versions.get(slot, -1))
+            model = self.player_models[slot] = copy.deepcopy(self.model)
+        self.player_versions[slot] = self.player_params[slot].load_into(model, self.player_versions.get(slot, -1))
         return model
 
     def _constant_outputs(self, weights: int, version: int, n: int) -> tuple[np.ndarray, np.ndarray]:

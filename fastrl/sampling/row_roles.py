@@ -7,7 +7,7 @@ weights play every row. A row role hands some rows to other players, and the exe
   (``fastrl.envs.base``), whatever the env says;
 - the actors forward each requested row with the player ``slots`` names for the rollout acting with a version:
   -1, the learner's weights; ``k`` >= 0, either the model the role built for ``k`` itself (``model``: e.g. a
-  scripted player) or, where it built none, the parameters in slot ``k`` of the shared pool segment
+  scripted player) or, where it built none, the parameters in the players' slot ``k``
   (``fastrl.buffers``), written by the learner's side of the layer.
 
 Every answer must follow from the config, the version and what the requested rows hold (written before they are
@@ -47,20 +47,21 @@ class RowRoles(Protocol):
     def slots(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:
         """For requested global rows ``envs`` (their observations in the slots' flat rows ``rows``) of the rollout
         acting with ``version``: each one's player, an int64 array: -1 for the learner's weights, else a slot
-        (``model``'s, or the pool segment's)."""
+        (``model``'s, or a players' parameter slot)."""
         ...
 
     def model(self, slot: int) -> torch.nn.Module | None:
         """The model the actor forwards ``slot``'s rows with where the role built it (on the factory's device), or
-        None: the parameters in the pool segment's slot ``slot``, loaded into a copy of the run's model."""
+        None: the parameters in the players' slot ``slot``, loaded into a copy of the run's model."""
         ...
 
 
 Factory = Callable[..., RowRoles]  # (spec, buffers, device) -> RowRoles
 
 
-def register_row_roles(name: str, applies: Callable[[Config], bool], factory: Factory | str, *,
-                       replace: bool = False) -> Layer:
+def register_row_roles(
+    name: str, applies: Callable[[Config], bool], factory: Factory | str, *, replace: bool = False
+) -> Layer:
     """A layer that is one kind of row role and nothing else (``fastrl.layers.Layer``): ``applies(config)`` says
     whether it plays a run's rows, ``factory(spec, buffers, device)`` builds it (or its ``"package.module:attr"``,
     imported only when a run it applies to starts)."""
@@ -71,7 +72,9 @@ def register_row_roles(name: str, applies: Callable[[Config], bool], factory: Fa
 
 def row_roles_kind(config: Config) -> Layer | None:
     """The layer whose row roles play ``config``'s rows, or None: the learner's weights play every row."""
-    applying = [layer for layer in layers_with("row_roles") if layer.plays_rows(config)]
+    applying = [
+        layer for layer in layers_with("row_roles") if layer.plays_rows is not None and layer.plays_rows(config)
+    ]
     if len(applying) > 1:
         raise ConfigError(
             f"more than one kind of row role applies to this run ({', '.join(k.name for k in applying)}): "

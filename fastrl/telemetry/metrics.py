@@ -271,19 +271,14 @@ class Telemetry:
                     "updates_per_s": round(float(rates[i]), 2),
                     "return_mean": float(np.mean(returns)) if returns else None,
                     "update_norm": float(row[Stat.UPDATE_NORM]),
-                    "consensus_distance": float(row[Stat.CONSENSUS]),
-                    "consensus_bound": finite_or_none(row[Stat.BOUND]),
-                    "mixes": int(row[Stat.MIXES]),
-                    "gossip_wait_s": round(float(row[Stat.GOSSIP_WAIT_S]), 3),
-                    "staleness": int(row[Stat.STALENESS]),
                 }
             )
-        return {
-            # RADIUS: ranks
-            "consensus_radius": float(max(stats[:, Stat.CONSENSUS].max(), stats[:, Stat.RADIUS].max())),
-            "consensus_bound": finite_or_none(float(stats[:, Stat.BOUND].max())),
-            "learners": learners,
-        }
+            for section in self.sections:  # the layers' own keys of each learner's entry (gossip's consensus)
+                learners[-1].update(section.learner_fields(row))
+        lines: dict = {}
+        for section in self.sections:
+            lines.update(section.learners_fields(stats))
+        return {**lines, "learners": learners}
 
     def _progress_state(self, elapsed_s: float) -> ProgressState:
         return ProgressState(self.frames, self.start_frames, elapsed_s, self.return_mean, self.episodes)

@@ -20,6 +20,7 @@ import numpy as np
 
 from fastrl.config import ConfigError
 from fastrl.errors import install_hint
+from fastrl.layers import layer_curves
 
 X_AXES = ("frames", "seconds")
 CLOCKS = ("env", "inference", "learning", "waiting")
@@ -70,12 +71,17 @@ class RunCurves:
     def episode_stat(self, name: str) -> np.ndarray:
         return self.column(name, [line.get("episode_stats", {}) for line in self.lines])
 
-    def policy_names(self) -> list[str]:
-        """The named policies rated against each other (``policy_elo``), in their first line's order."""
-        return list(dict.fromkeys(name for line in self.lines for name in line.get("policy_elo", {})))
+    def has(self, key: str) -> bool:
+        return any(key in line for line in self.lines)
 
-    def policy_elo(self, name: str) -> np.ndarray:
-        return self.column(name, [line.get("policy_elo", {}) for line in self.lines])
+    def curves_of(self, key: str) -> dict[str, np.ndarray]:
+        """A layer's curve ``key``: a number per line (one curve, named ``key``), or a table of numbers per line
+        (a curve per name in it, in their first line's order)."""
+        tables = [line.get(key) for line in self.lines]
+        if not any(isinstance(table, dict) for table in tables):
+            return {key: self.column(key)}
+        rows = [table if isinstance(table, dict) else {} for table in tables]
+        return {name: self.column(name, rows) for name in dict.fromkeys(name for row in rows for name in row)}
 
 
 def load_run(path: str | Path) -> RunCurves:
@@ -132,14 +138,14 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
     _check_x(x)
     Figure = import_figure()
     gala = [run for run in runs if run.learners()]
-    # self-play against a pool ("elo"), or named policies rated against each other ("policy_elo")
-    rated = [run for run in runs if any("elo" in line or "policy_elo" in line for line in run.lines)]
+    # the layers' panels (Layer.curves) that some run has a curve of: {title: the metrics keys drawn in it}
+    layered = {title: keys for title, keys in layer_curves().items() if any(run.has(k) for run in runs for k in keys)}
     counted = [run for run in runs if run.episode_stat_names()]  # an env with figures of its own per episode
-    panels = 3 + bool(gala) + bool(rated) + bool(counted)
+    panels = 3 + bool(gala) + len(layered) + bool(counted)
     figure = Figure(figsize=(9, 2.8 * panels), layout="constrained")
     axes = figure.subplots(panels, 1, sharex=True)
     returns, fps, split = axes[:3]
-    elo = axes[3 + bool(gala)] if rated else None
+    layer_axes = dict(zip(layered, axes[3 + bool(gala) :]))
     stats = axes[-1] if counted else None
     for i, run in enumerate(runs):
         style = _STYLES[i % len(_STYLES)]
@@ -158,11 +164,10 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
                     color=f"C{learner % 10}",
                     label=f"{run.name} learner {learner}",
                 )
-        if elo is not None and run in rated:
-            if any("elo" in line for line in run.lines):
-                elo.plot(xs, run.column("elo"), style, label=run.name)
-            for name in run.policy_names():
-                elo.plot(xs, run.policy_elo(name), style, label=f"{run.name} {name}")
+        for title, keys in layered.items():
+            for key in (k for k in keys if run.has(k)):
+                for name, curve in run.curves_of(key).items():
+                    layer_axes[title].plot(xs, curve, style, label=run.name if name == key else f"{run.name} {name}")
         if stats is not None and run in counted:
             for k, name in enumerate(run.episode_stat_names()):
                 label = name if len(runs) == 1 else f"{run.name} {name}"
@@ -170,7 +175,7 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
     titles = (
         ["mean return", "frames per second", "share of the workers' time"]
         + (["return per learner"] if gala else [])
-        + (["Elo rating (against the self-play pool, or between named policies)"] if rated else [])
+        + list(layered)
         + (["the env's per-episode figures (episode_stats), mean per line"] if counted else [])
     )
     for ax, title in zip(axes, titles):

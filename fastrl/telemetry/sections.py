@@ -37,9 +37,18 @@ class MetricsSection:
         """Its keys of the next line; ``stats``: the first learner's stats row (``fastrl.buffers.control.Stat``)."""
         return {}
 
+    def learner_fields(self, row: np.ndarray) -> dict[str, Any]:
+        """With several learners (gala): its keys of learner ``row``'s entry in each line's ``learners``."""
+        return {}
 
-def register_metrics_section(name: str, factory: str | Callable[[Any], MetricsSection | None], *,
-                             replace: bool = False) -> None:
+    def learners_fields(self, stats: np.ndarray) -> dict[str, Any]:
+        """With several learners: its keys of the line from every learner's row (``stats``: [learners, columns])."""
+        return {}
+
+
+def register_metrics_section(
+    name: str, factory: str | Callable[[Any], MetricsSection | None], *, replace: bool = False
+) -> None:
     """A layer that is one metrics section and nothing else (``fastrl.layers.Layer``'s ``metrics``)."""
     register_layer(Layer(name, metrics=factory), replace=replace)
 

@@ -369,7 +369,7 @@ def write_outputs(study, options: TuneOptions) -> dict:
         best_config = resolve_config(options.config, overrides)
         (folder / "best.toml").write_text(
             f"# fastrl tune: trial {best.number}, {best.value} s (mean over seeds {list(options.seeds)})\n"
-            + to_toml(dataclasses.asdict(best_config))
+            + to_toml(best_config.to_dict())
         )
         summary["best"] = {"trial": best.number, "value": best.value, "params": best.params, "seeds": best.seeds}
     _plot(rows, folder / "trials.png")
