@@ -31,7 +31,7 @@ def test_the_modes_take_what_the_registrations_say():
     (["algo.name='ppo'", "algo.options={ x = 1 }"], "unknown config key 'algo.options.x'"),
     (["algo.name='pqn'", "algo.options={ epsilon = 1 }"], "unknown config key 'algo.options.epsilon'"),
     (["algo.name='pqn'", "algo.options={ q_lambda = 2.0 }"], r"algo.options.q_lambda = 2.0: must be <= 1"),
-    (["algo.name='pqn'", "algo.options.clip_schedule='linear'"], "unknown config key 'algo.options.clip_schedule'"),
+    (["algo.name='pqn'", "algo.options.clip_schedulee='linear'"], "unknown config key 'algo.options.clip_schedulee'"),
 ])
 def test_a_config_is_checked_against_its_algorithms_registration(overrides, message):
     with pytest.raises(ConfigError, match=message):
