@@ -70,7 +70,20 @@ def steps(dry_run: bool, python: str = sys.executable) -> list[Step]:
     seconds = ["--seconds", "1" if dry_run else "3"]
     rows = ["--rows", "16" if dry_run else "64"]
     learner = ["--seconds", "0.2", "--threads", "1"] if dry_run else ["--seconds", "2"]
-    tests = [python, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider", "tests/test_cuda.py"]
+    # -o addopts=: in one process (no pytest-xdist workers, which a bare device machine may lack), one GPU's tests
+    tests = [
+        python,
+        "-m",
+        "pytest",
+        "-o",
+        "addopts=",
+        "-q",
+        "-m",
+        "cuda",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_cuda.py",
+    ]
     hts_14x8 = [*fastrl, "sampling", hts, "--executors", *counts[-1:], "--envs-per-executor", "8", *seconds]
     return [
         Step("cuda_tests", tests, 210.0, env={"FASTRL_TEST_DEVICE": device}, json_result=False),  # 83 s + CUDA graphs
