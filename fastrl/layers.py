@@ -23,15 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from fastrl.errors import ConfigError
 from fastrl.plugins import resolved
 from fastrl.registry import Registry
-
-if TYPE_CHECKING:
-    from fastrl.envs import EnvInfo
-    from fastrl.schema import Config
 
 
 @dataclass(frozen=True)
@@ -49,7 +45,9 @@ class LayerNeeds:
 
 
 # (config, env info, the built policy, resuming) -> (config, needs)
-PlanHook = Callable[["Config", "EnvInfo", Any, bool], "tuple[Config, LayerNeeds]"]
+# the config and the env's info are typed Any here: the schema reads this module as a Config is made, so this
+# module names neither (fastrl.schema.Config, fastrl.envs.EnvInfo)
+PlanHook = Callable[[Any, Any, Any, bool], "tuple[Any, LayerNeeds]"]
 Part = Callable[..., Any] | str  # a function, or its "package.module:attr"
 
 
@@ -63,7 +61,7 @@ class Layer:
     plan: Part | None = None
     learner_extension: Part | None = None
     row_roles: Part | None = None
-    plays_rows: Callable[[Config], bool] | None = None  # with row_roles: whether they play this run's rows
+    plays_rows: Callable[[Any], bool] | None = None  # with row_roles: whether they play this run's rows
     metrics: Part | None = None
     stats: tuple[str, ...] = ()  # its columns of each learner's stats row (``Control.stat_column(name)``)
     config: type | str | None = None  # its config section's dataclass (fields as the schema's: ``documented_field``)
@@ -134,7 +132,7 @@ def layers_with(which: str) -> list[Layer]:
     return sorted(having, key=lambda layer: layer.order)
 
 
-def plan_layers(config: Config, info: EnvInfo, policy: Any, resuming: bool) -> tuple[Config, LayerNeeds]:
+def plan_layers(config: Any, info: Any, policy: Any, resuming: bool) -> tuple[Any, LayerNeeds]:
     """Every layer's checks, in order; the config they return and their needs, summed."""
     needs = LayerNeeds()
     for layer in layers_with("plan"):
