@@ -196,12 +196,19 @@ def test_the_watchdog_names_the_worker_stuck_longest():
 
     import numpy as np
 
+    from fastrl.buffers.control import ACTIVITY_COLUMNS, Activity, Phase
     from fastrl.process.watchdog import stale_worker
 
     now = time.monotonic()
-    control = SimpleNamespace(heartbeat=np.array([now - 1.6, now - 0.1, now - 1.9, now - 0.2]))
+    activity = np.zeros((4, ACTIVITY_COLUMNS), np.int64)
+    control = SimpleNamespace(heartbeat=np.array([now - 1.6, now - 0.1, now - 1.9, now - 0.2]), activity=activity)
     assert stale_worker(control, 1.5) == 2
     assert stale_worker(SimpleNamespace(heartbeat=np.array([now, now])), 1.5) is None
+    # executor 0 began to wait on actor 2 a moment before the actor froze: the actor is the cause
+    control.heartbeat[:] = [now - 2.0, now - 0.1, now - 1.8, now - 0.2]
+    assert stale_worker(control, 1.5, executors=2) == 2
+    activity[0, Activity.PHASE] = Phase.STEP  # ... unless the executor is inside an env call: a hung env
+    assert stale_worker(control, 1.5, executors=2) == 0
 
 
 @pytest.mark.unit

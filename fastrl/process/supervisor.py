@@ -233,7 +233,7 @@ class Supervisor:
                 missing = [self.ids.name(i) for i in range(self.ids.total) if not control.ready[i]]
                 raise _Faulted(Fault(f"workers did not start within reliability.startup_timeout_s: {missing}"))
             if ready:
-                stuck = stale_worker(control, reliability.watchdog_s)
+                stuck = stale_worker(control, reliability.watchdog_s, self.ids.executors)
                 if stuck is not None:
                     process = self._process_of(stuck)
                     raise _Faulted(

@@ -21,13 +21,21 @@ from fastrl.spec import WorkerIds
 STACK_WAIT_S = 0.3
 
 
-def stale_worker(control: Control, watchdog_s: float) -> int | None:
+def stale_worker(control: Control, watchdog_s: float, executors: int = 0) -> int | None:
     """The worker stuck longest among those whose last heartbeat is older than ``watchdog_s``, if any: one
     stuck worker soon stalls those that wait on it (an executor waiting for a frozen actor's actions), and
-    the one that stopped first is the cause."""
+    the one that stopped first is the cause. An executor outside any env call (``executors``: the first
+    workers) is waiting on an actor or a learner: where one of those is stale too, it is the cause, even if the
+    executor's wait began a moment before it froze (an actor that had not yet answered, on a loaded machine)."""
     ages = time.monotonic() - control.heartbeat
     stale = (ages > watchdog_s).nonzero()[0]
-    return int(stale[ages[stale].argmax()]) if len(stale) else None
+    if not len(stale):
+        return None
+    stalest = int(stale[ages[stale].argmax()])
+    waited_on = stale[stale >= executors]
+    if stalest < executors and len(waited_on) and control.activity[stalest, Activity.PHASE] == Phase.IDLE:
+        return int(waited_on[ages[waited_on].argmax()])
+    return stalest
 
 
 def stall_fault(
