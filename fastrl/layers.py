@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from fastrl.errors import ConfigError
 from fastrl.plugins import resolved
-from fastrl.registry import Registry
+from fastrl.registry import Registry, RegistryError
 
 
 @dataclass(frozen=True)
@@ -95,16 +95,21 @@ LAYERS: Registry[Layer] = Registry("layer", check=_check)
 
 def register_layer(layer: Layer, *, replace: bool = False) -> Layer:
     """Make ``layer`` part of every run it applies to; returns it."""
-    LAYERS.register(
-        layer.name if isinstance(layer, Layer) else "", layer, order=getattr(layer, "order", 0.0), replace=replace
-    )
+    if not isinstance(layer, Layer):
+        raise RegistryError(f"register_layer takes a fastrl Layer, got {type(layer).__name__}")
+    LAYERS.register(layer.name, layer, order=layer.order, replace=replace)
     return layer
+
+
+def _in_order() -> list[Layer]:
+    """Every registered layer by its own ``order`` (an entry point's layer too, which the registry places at 0)."""
+    return sorted(LAYERS.values(), key=lambda layer: layer.order)
 
 
 def layer_curves() -> dict[str, list[str]]:
     """Each panel the layers draw in ``fastrl plot``: its title and the metrics keys it holds, in the layers' order."""
     panels: dict[str, list[str]] = {}
-    for layer in sorted(LAYERS.values(), key=lambda layer: layer.order):
+    for layer in _in_order():
         for title, key in layer.curves:
             panels.setdefault(title, []).append(key)
     return panels
@@ -128,8 +133,7 @@ def layer_section_docs() -> dict[str, str]:
 
 def layers_with(which: str) -> list[Layer]:
     """The registered layers that have a ``which`` part, in their ``order``."""
-    having = (layer for layer in LAYERS.values() if getattr(layer, which) is not None)
-    return sorted(having, key=lambda layer: layer.order)
+    return [layer for layer in _in_order() if getattr(layer, which) is not None]
 
 
 def plan_layers(config: Any, info: Any, policy: Any, resuming: bool) -> tuple[Any, LayerNeeds]:
@@ -147,7 +151,7 @@ def plan_layers(config: Any, info: Any, policy: Any, resuming: bool) -> tuple[An
 def layer_stats() -> tuple[str, ...]:
     """Every registered layer's stats columns, in the layers' order: each learner's stats row holds them after
     the core's (a few numbers each, so a run has every layer's, used or not)."""
-    names = [name for layer in sorted(LAYERS.values(), key=lambda layer: layer.order) for name in layer.stats]
+    names = [name for layer in _in_order() for name in layer.stats]
     if len(set(names)) != len(names):
         raise ConfigError(f"two layers declare a stats column of one name: {sorted(names)}")
     return tuple(names)

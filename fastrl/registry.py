@@ -55,19 +55,12 @@ class Registry(Generic[T]):
     """The named values of one extension point (``point``: how messages name it, e.g. ``"model"``).
 
     ``check(name, value)`` returns what is wrong with a value, or None; it runs when the value is registered or,
-    for a path, first resolved. ``default_order`` places registrations that give none."""
+    for a path, first resolved. A registration that gives no ``order`` (an entry point's) is placed at 0."""
 
-    def __init__(
-        self,
-        point: str,
-        *,
-        check: Callable[[str, Any], str | None] | None = None,
-        default_order: float = 0.0,
-    ):
+    def __init__(self, point: str, *, check: Callable[[str, Any], str | None] | None = None):
         self.point = point
         self.group = GROUPS.get(point)
         self._check = check
-        self._default_order = default_order
         self._entries: dict[str, _Entry[T]] = {}
         self._plugins_loaded = self.group is None
 
@@ -90,7 +83,7 @@ class Registry(Generic[T]):
                 f"{_article(self.point)} {self.point} named {name!r} is registered already ({known.source}); "
                 "register it with replace=True to replace it"
             )
-        where = order if order is not None else known.order if known is not None else self._default_order
+        where = order if order is not None else known.order if known is not None else 0.0
         self._entries[name] = _Entry(name, value, float(where), "registered")
         return value
 
@@ -150,14 +143,12 @@ class Registry(Generic[T]):
             return
         self._plugins_loaded = True
         for point in importlib.metadata.entry_points(group=self.group):
-            dist = getattr(point.dist, "name", None) or "an installed package"
             if point.name in self._entries:
                 raise RegistryError(
-                    f"entry point {point.name!r} of {self.group!r} ({dist}) names {_article(self.point)} {self.point} "
-                    "that is registered "
-                    f"already ({self._entries[point.name].source})"
+                    f"entry point {point.name!r} of {self.group!r} ({_dist(point)}) names {_article(self.point)} "
+                    f"{self.point} that is registered already ({self._entries[point.name].source})"
                 )
-            self._entries[point.name] = _Entry(point.name, point.value, self._default_order, f"from {dist}")
+            self._entries[point.name] = _Entry(point.name, point.value, 0.0, f"from {_dist(point)}")
 
     # ------------------------------------------------------------------ internals
 
@@ -184,6 +175,11 @@ class Registry(Generic[T]):
         problem = self._check(name, value) if self._check is not None else None
         if problem:
             raise RegistryError(f"{self.point} {name!r} cannot be registered: {problem}")
+
+
+def _dist(entry: importlib.metadata.EntryPoint) -> str:
+    """The package that declares an entry point, for messages."""
+    return getattr(entry.dist, "name", None) or "an installed package"
 
 
 def _article(word: str) -> str:
@@ -215,12 +211,11 @@ def check_entry_points() -> None:
         return
     for point, group in GROUPS.items():
         for entry in importlib.metadata.entry_points(group=group):
-            dist = getattr(entry.dist, "name", None) or "an installed package"
             try:
                 entry.load()
             except Exception as exc:  # the plug-in's own import failed: bad input, named
                 raise RegistryError(
-                    f"the {point} {entry.name!r} that {dist} declares (entry point {entry.value!r} of group "
+                    f"the {point} {entry.name!r} that {_dist(entry)} declares (entry point {entry.value!r} of group "
                     f"{group!r}) does not load: {type(exc).__name__}: {exc}"
                 ) from None
     _entry_points_checked = True

@@ -1,5 +1,5 @@
 """Row roles (fastrl/sampling/row_roles.py): a kind registered from outside the engine plays the rows it claims, the
-executors mark them OPPONENT, and the built-in layers' kinds are found through the same registry. Env: PettingZoo's
+executors mark them UNLEARNED, and the built-in layers' kinds are found through the same registry. Env: PettingZoo's
 connect_four_v3 (two agents a game, turn-based, masked), as in tests/test_multiagent.py."""
 import re
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 
 import fastrl
 from fastrl.config import ConfigError, load_config
-from fastrl.envs.base import OPPONENT
+from fastrl.envs.base import UNLEARNED
 from fastrl.layers import LAYERS
 from fastrl.models.action_mask import attach
 from fastrl.models.uniform import UniformPolicy
@@ -72,8 +72,8 @@ def test_a_registered_row_role_plays_its_rows_and_the_executor_marks_them_oppone
     envs = np.concatenate([envs for envs, _ in actors[0].asked])
     live = np.concatenate([live for _, live in actors[0].asked])
     assert set(envs.tolist()) == set(range(8))  # every row was asked for, each seat's rows apart
-    assert (live[envs % 2 == 1] == OPPONENT).all()  # the second seats: no loss reads them
-    assert not (live[envs % 2 == 0] == OPPONENT).any()  # the first seats: the env's own marks
+    assert (live[envs % 2 == 1] == UNLEARNED).all()  # the second seats: no loss reads them
+    assert not (live[envs % 2 == 0] == UNLEARNED).any()  # the first seats: the env's own marks
     assert actors[0].forwarded and sum(actors[0].forwarded) >= (envs % 2 == 1).sum()  # its player acted on them
 
 

@@ -161,24 +161,19 @@ def registered() -> tuple[Algorithm, ...]:
 
 def options_of(algorithm: Algorithm, table: dict) -> Any:
     """``[algo.options]`` as the algorithm's options dataclass (its defaults where the table is silent); keys,
-    types and rules checked as every config key is. Keys that only other built-in algorithms take are left out
-    (``others_options``): a config of PPO run with ``--set algo.name='a2c'`` keeps its ``[algo.options]``. None
-    for an algorithm without options (the table must then hold no other key)."""
-    others = others_options(algorithm, table)
-    table = {key: value for key, value in table.items() if key not in others}
+    types and rules checked as every config key is (reading a config left out the keys only other built-in
+    algorithms take: ``others_options``). None for an algorithm without options (the table must then be empty)."""
     options = algorithm.options_class()
     if options is None:
         if table:
-            raise ConfigError(
-                f"algo.options = {table!r}: algo.name = {algorithm.name!r} takes no options of its own{_owners(table)}"
-            )
+            raise ConfigError(f"algo.options = {table!r}: algo.name = {algorithm.name!r} takes no options of its own")
         return None
     return build_section(options, table, "algo.options.")
 
 
 def others_options(algorithm: Algorithm, table: dict) -> dict[str, list[str]]:
     """The keys of ``table`` that ``algorithm`` does not take and another built-in algorithm does: each with the
-    algorithms that take it (what the config check names as ignored)."""
+    algorithms that take it (what reading a config leaves out, naming them)."""
     own = option_names(algorithm)
     owners = {
         key: [n for n in ALGORITHMS.names() if is_built_in(n) and key in option_names(ALGORITHMS.get(n))]
@@ -186,17 +181,6 @@ def others_options(algorithm: Algorithm, table: dict) -> dict[str, list[str]]:
         if key not in own
     }
     return {key: names for key, names in owners.items() if names}
-
-
-def _owners(table: dict) -> str:
-    """Which built-in algorithms take the keys of ``table``, for an error's hint (a plug-in's options are not
-    imported for it)."""
-    said = []
-    for key in table:
-        names = [name for name in ALGORITHMS.names() if is_built_in(name) and key in option_names(ALGORITHMS.get(name))]
-        if names:
-            said.append(f"{key} is an option of {' and '.join(names)}")
-    return f" ({'; '.join(said)})" if said else ""
 
 
 def option_names(algorithm: Algorithm) -> frozenset[str]:

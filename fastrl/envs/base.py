@@ -19,10 +19,10 @@ from fastrl.envs.obs_layout import ObsLayout
 # How an agent's row takes part in learning (the slots' ``live`` field, written where an adapter has ``live``: a
 # multi-agent env's members, fastrl.envs.pettingzoo). ACTING: its action was taken, the whole loss learns from it;
 # WAITING: another agent moves (a turn-based game), its action is ignored, so only the value learns from it;
-# ABSENT: the agent has left the episode (its observation is zeros), nothing learns from it; OPPONENT: a seat
-# played by a snapshot from the self-play pool (selfplay.opponents = "pool"): its actor forwards the row with the
-# snapshot's parameters, and nothing learns from it.
-ABSENT, WAITING, ACTING, OPPONENT = 0, 1, 2, 3
+# ABSENT: the agent has left the episode (its observation is zeros), nothing learns from it; UNLEARNED: a seat
+# another player than the learner plays (a row role's, fastrl.sampling.row_roles): its actor forwards the row with
+# that player's parameters, and nothing learns from it.
+ABSENT, WAITING, ACTING, UNLEARNED = 0, 1, 2, 3
 
 
 class EnvAdapter(Protocol):

@@ -13,10 +13,9 @@ parameters. A non-finite loss, gradient or parameter raises ``NonFiniteError`` b
 update is published (parameters restored). Checkpoint barriers (periodic, and the last one)
 hold the envs until the executors have saved their states: resuming there is exact.
 
-Layers take part in the barrier through learner extensions (``fastrl.learning.extensions``: gala's gossip,
-reward scaling, the self-play pool, named policies), called at fixed points of the loop; this module names none
-of them. The trainers' assembly and schedules are ``fastrl.learning.trainer_assembly``'s, the checkpoints
-``fastrl.learning.checkpointing``'s.
+Layers take part in the barrier through learner extensions (``fastrl.learning.extensions``), called at fixed
+points of the loop; this module names none of them. The trainers' assembly and schedules are
+``fastrl.learning.trainer_assembly``'s, the checkpoints ``fastrl.learning.checkpointing``'s.
 
 ``gala``: each learner owns a contiguous share of the envs and its own storage rows. Its checkpoints go to
 ``checkpoints/learner-<i>/`` at once (never exact: the learners are at different rollouts).
@@ -119,7 +118,7 @@ class Learner(TrainerAssembly, Checkpointing):
         self.stats[Stat.CLIP] = self.rule.clip  # its clip range before the first update (PPO's options.clip)
         self.metric_columns = metric_keys(load_algorithm(self.algo.name))  # its own metrics' stats columns
         self.uploads = Uploads(self.device)  # each update's storage reaches the device once
-        # the layers' parts in the barrier (fastrl.learning.extensions): gossip, reward scaling, self-play, ...
+        # the layers' parts in the barrier (fastrl.learning.extensions)
         self.extensions = extensions_for(self)
         rows = len(self.owned)
         for extension in self.extensions:

@@ -11,7 +11,7 @@ parameters (``fastrl.sampling.actor``):
   it at every barrier from its rows alone (its actions' log-probs and values are its own) and then publishes it
   into its slot with the run's version;
 - a **frozen** policy's parameters come from a checkpoint (``multiagent.frozen``; only its tensors are read) and
-  never change; its rows are marked ``OPPONENT``, so no loss reads them. The checkpoints keep its parameters: a
+  never change; its rows are marked ``UNLEARNED``, so no loss reads them. The checkpoints keep its parameters: a
   resumed run plays the same ones whatever happened to the file.
 
 A policy's slot is rewritten at the barrier. In ``sync`` no env steps there; in ``hts`` the envs run ahead

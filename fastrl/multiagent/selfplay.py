@@ -1,7 +1,7 @@
 """Self-play against a pool of the policy's past selves (``selfplay.opponents = "pool"``; docs/multi-agent.md).
 
 In every multi-agent env one seat learns, env g's agent ``g mod k`` (so each seat equally often), and the other
-seats are ``OPPONENT`` rows (``fastrl.envs.base``): the executors mark them, the actors forward them with the
+seats are ``UNLEARNED`` rows (``fastrl.envs.base``): the executors mark them, the actors forward them with the
 snapshot this env plays against in the rollout (``Actor._act_opponents``), and no loss reads them. The learner
 keeps the pool:
 

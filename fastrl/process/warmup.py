@@ -77,4 +77,4 @@ def compile_kernels() -> None:
     sample_gaussian(
         np.zeros((1, 2), np.float32), np.full((1, 1), 0.5), np.empty((1, 1), np.float32), np.empty(1, np.float32)
     )
-    warm_up_layers()  # the layers' own kernels (reward scaling's)
+    warm_up_layers()  # the layers' own kernels

@@ -9,8 +9,8 @@ functions below, on both sides:
 - rollout_done[learner], executor -> learner: ``env * 2 + rollout % 2`` — env finished ``rollout``
   (the parity: with run-ahead an env may finish rollout j+1 before another finishes j).
 - free, learner -> executors (async): ``slot`` — an empty trajectory slot any env may fill.
-- full, executor -> learner (async): ``slot * envs + env`` — env's slot holding T fresh steps (the learner's
-  reward scaling follows each env's episodes across its slots).
+- full, executor -> learner (async): ``slot * envs + env`` — env's slot holding T fresh steps (a learner extension
+  can follow each env's episodes across its slots).
 - episodes, executor -> main: ``(env, return, length, stats)`` of a finished episode; ``stats``: the adapter's
   ``episode_stats()`` (``{name: number}``, e.g. Crafter's achievements), or None.
 - errors, any worker -> main: ``(worker, summary, traceback)``.

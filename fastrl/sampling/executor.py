@@ -24,7 +24,7 @@ the executor saves every env's state, RNG stream, episode counters and last obse
 resumed run restores them and continues bit for bit (``fastrl.sampling.env_checkpoints``).
 
 Agent rows: a multi-agent env's rows say how each takes part in learning (``live``, ``fastrl.envs.base``); the
-rows the run's row roles (``fastrl.sampling.row_roles``) give to other players than the learner are ``OPPONENT``.
+rows the run's row roles (``fastrl.sampling.row_roles``) give to other players than the learner are ``UNLEARNED``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.config import resolved_int
 from fastrl.envs import EnvAdapter
-from fastrl.envs.base import OPPONENT, EnvGroup
+from fastrl.envs.base import UNLEARNED, EnvGroup
 from fastrl.envs.registry import make_envs
 from fastrl.partition import owner_of, split
 from fastrl.runs.checkpoint import CheckpointStore, write_env_episodes, write_env_states
@@ -103,7 +103,7 @@ class Executor:
         self.live = rows.get("live")  # a multi-agent env's rows: how each takes part in learning (envs.base)
         # the row fields a slot's row 0 carries on from its env's last row T
         self.carried = [field for field in (self.obs, self.hidden, self.live) if field is not None]
-        roles = row_roles_for(spec, buffers)  # the rows no loss reads are OPPONENT, whatever the env says
+        roles = row_roles_for(spec, buffers)  # the rows no loss reads are UNLEARNED, whatever the env says
         unlearned = roles.unlearned_rows() if roles is not None else None
         self.unlearned = [unlearned is not None and bool(unlearned[e]) for e in self.env_list]
         self.worker = WorkerIds(executors, actors, engine.learners).executor(index)
@@ -348,7 +348,7 @@ class Executor:
         """How env ``i``'s row just written takes part in learning (``fastrl.envs.base``); 0 without agent rows."""
         if self.live is None:
             return 0
-        return OPPONENT if self.unlearned[i] else self.envs[i].live  # type: ignore[attr-defined]  # multi-agent
+        return UNLEARNED if self.unlearned[i] else self.envs[i].live  # type: ignore[attr-defined]  # multi-agent
 
     def _env_failed(self, i: int, phase: str, action, exc: Exception, last: bool = False) -> None:
         """Raise the ``EnvError`` that names the env, or count the error and drop the partial episode (it is not

@@ -3,7 +3,7 @@
 A multi-agent env's agents are rows of their own (row e: env e // k's agent e mod k). By default the learner's
 weights play every row. A row role hands some rows to other players, and the executors and actors ask it only:
 
-- the executors mark the rows no loss reads (``unlearned_rows``): their ``live`` is ``OPPONENT``
+- the executors mark the rows no loss reads (``unlearned_rows``): their ``live`` is ``UNLEARNED``
   (``fastrl.envs.base``), whatever the env says;
 - the actors forward each requested row with the player ``slots`` names for the rollout acting with a version:
   -1, the learner's weights; ``k`` >= 0, either the model the role built for ``k`` itself (``model``: e.g. a
@@ -41,7 +41,7 @@ class RowRoles(Protocol):
     """Who plays a run's rows; built once per executor and per actor."""
 
     def unlearned_rows(self) -> np.ndarray:
-        """[envs] bool, per global row: whether no loss reads it (the executors write its ``live`` as OPPONENT)."""
+        """[envs] bool, per global row: whether no loss reads it (the executors write its ``live`` as UNLEARNED)."""
         ...
 
     def slots(self, envs: np.ndarray, rows: np.ndarray, version: int) -> np.ndarray:

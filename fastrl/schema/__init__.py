@@ -3,8 +3,8 @@ documentation and its validation rules in ``metadata`` (``fastrl config`` and th
 ``docs/config-reference.md`` print them; ``fastrl.tables`` enforces them as a config is read).
 ``Config`` holds the core's sections, in the order the reference lists them; they are declared in
 ``learning`` (env, algo, model) and ``engine`` (engine, gala, run, reliability, dist). A layer's own section
-(``fastrl.layers.Layer.config``: self-play's ``selfplay``...) is read, checked and listed as these are, and held
-in ``Config.sections``: ``config.selfplay`` reads it there.
+(``fastrl.layers.Layer.config``) is read, checked and listed as these are, and held in ``Config.sections``:
+``config.<section>`` reads it there.
 ``"auto"`` (``AUTO``) in engine.executors, actors, inline_actors and the like: chosen for the machine when a run
 starts (``fastrl.process.auto_layout``). The ``"auto"`` keys that follow from others (the mode's algorithm, its
 network, the normalisation) are filled as a ``Config`` is made, by what ``fastrl.config`` installs with
@@ -97,7 +97,7 @@ class Config:
             resolve(self.engine.mode, self.algo, self.model)
 
     def __getattr__(self, name: str) -> Any:
-        """A layer's section (``config.selfplay``); only names that are no field of the core's get here."""
+        """A layer's section (``config.<section>``); only names that are no field of the core's get here."""
         sections = self.__dict__.get("sections")
         if sections is None or name not in sections:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute or layer section {name!r}")

@@ -273,7 +273,7 @@ class Telemetry:
                     "update_norm": float(row[Stat.UPDATE_NORM]),
                 }
             )
-            for section in self.sections:  # the layers' own keys of each learner's entry (gossip's consensus)
+            for section in self.sections:  # the layers' own keys of each learner's entry
                 learners[-1].update(section.learner_fields(row))
         lines: dict = {}
         for section in self.sections:

@@ -2,8 +2,8 @@
 
 Panels: the mean return against frames or training seconds (one line per run, labelled with
 the run directory's name), the fps, the time split (env / inference / learning / waiting:
-one colour per kind, one line style per run), for gala runs each learner's return and, for self-play against a
-pool, the learner's Elo rating.
+one colour per kind, one line style per run), for gala runs each learner's return, and the panels the
+layers declare (``fastrl.layers.Layer.curves``).
 
 matplotlib draws on a ``Figure`` with its Agg canvas, never through ``pyplot``: nothing
 global is switched (a notebook's backend stays as it was) and no display is needed.

@@ -1,7 +1,7 @@
 """Metrics sections: the one way a layer adds its own keys to each metrics line.
 
 The telemetry (``fastrl.telemetry.metrics``) writes what every run has (frames, returns, losses, timing); a
-layer with figures of its own (the self-play pool's ratings, named policies' returns) names a factory as its
+layer with figures of its own names a factory as its
 ``metrics`` part (``fastrl.layers.Layer``), by path. ``factory(config)`` builds its section for a run, or
 returns None where the run does not use it. The telemetry hands every finished episode to each section and
 merges each section's ``fields`` into every line, in the layers' order.
