@@ -1,6 +1,6 @@
 """fastrl: a shared-memory, single-workstation, high-throughput deep-RL engine."""
 
-import fastrl.builtin_layers  # noqa: F401  fastrl's own layers, registered in every process that imports fastrl
+import fastrl.layers.builtin  # noqa: F401  fastrl's own layers, registered in every process that imports fastrl
 from fastrl.algos.registry import Algorithm, register_algorithm
 from fastrl.api import export_policy, load_policy, shutdown, train
 from fastrl.config import Config, ConfigError, load_config

@@ -250,7 +250,7 @@ def test_matches_replay_from_their_seed_and_name_what_they_cannot_play(tmp_path)
     (["engine.envs=7"], r"engine.envs = 7 counts agent rows.*2 agents.*multiple of 2"),
     (["env.on_error='reset'"], r"cannot reset one env of a failed group"),
     (["engine.mode='gala'", "engine.learners=2", "engine.envs=6", "algo.name='a2c'"],
-     r"each gala learner's envs must hold whole envs of 2 agents"),
+     r"each learner's envs must hold whole envs of 2 agents"),
     (["algo.name='pqn'"], r"algo.name = 'pqn' does not learn from multi-agent envs"),
     (["engine.executors=5"], r"engine.executors = 5 is more than the 4 envs of 2 agents"),
 ])
@@ -265,16 +265,16 @@ POOL = ["selfplay.opponents='pool'", "selfplay.pool_size=3", "selfplay.snapshot_
 
 @pytest.mark.unit
 def test_the_pools_draws_follow_the_seed_and_rating_prefers_the_opponents_it_beats_least():
-    from fastrl.multiagent.selfplay import Snapshot, expected_score
+    from fastrl.layers.selfplay.pool import Snapshot, expected_score
 
     assert expected_score(1200, 1200) == 0.5 and expected_score(1600, 1200) == pytest.approx(10 / 11)
     from types import SimpleNamespace
 
     from fastrl.buffers.control import layer_columns
     from fastrl.config import Config
-    from fastrl.multiagent import SELFPLAY_STATS
-    from fastrl.multiagent.config import SelfPlayConfig
-    from fastrl.multiagent.selfplay import OPPONENTS, SelfPlayPool
+    from fastrl.layers.selfplay import SELFPLAY_STATS
+    from fastrl.layers.selfplay.config import SelfPlayConfig
+    from fastrl.layers.selfplay.pool import OPPONENTS, SelfPlayPool
 
     def pool(seed, sampling):
         config = Config()
@@ -322,9 +322,9 @@ def test_in_hts_a_new_snapshot_never_overwrites_one_the_rollout_in_flight_plays(
     from csrc_free_kernels.step_end import TERMINATED
     from fastrl.buffers.control import layer_columns
     from fastrl.config import Config
-    from fastrl.multiagent import SELFPLAY_STATS
-    from fastrl.multiagent.config import SelfPlayConfig
-    from fastrl.multiagent.selfplay import OPPONENTS, SelfPlayPool, pool_slots
+    from fastrl.layers.selfplay import SELFPLAY_STATS
+    from fastrl.layers.selfplay.config import SelfPlayConfig
+    from fastrl.layers.selfplay.pool import OPPONENTS, SelfPlayPool, pool_slots
 
     config = Config()
     config.selfplay = SelfPlayConfig(opponents="pool", sampling="uniform", pool_size=2, snapshot_every=1)

@@ -104,7 +104,7 @@ def test_without_episode_ends_it_is_gymnasiums_normalize_reward():
 
 
 def test_the_scaler_leaves_the_slots_raw_and_moves_on_only_when_committed():
-    from fastrl.learning.reward_normalization import RewardScaler
+    from fastrl.layers.reward_scaling.scaler import RewardScaler
 
     rewards, dones = _batch(3, 4, 6)
     storage = {"reward": np.concatenate([rewards, np.ones((4, 1), np.float32)], axis=1),

@@ -106,7 +106,7 @@ class Learner(TrainerAssembly, Checkpointing):
         self.share = spec.learners * spec.rank_count  # gala, ranks: the frames are split in equal shares
         self.total_frames = config.run.total_frames
         self.frame_budget = self.total_frames // self.share
-        directory = f"{spec.checkpoint_dir}/learner-{index}" if spec.gala else spec.checkpoint_dir
+        directory = f"{spec.checkpoint_dir}/learner-{index}" if spec.independent else spec.checkpoint_dir
         self.store = CheckpointStore(directory, config.run.keep_checkpoints)
         self.pending_checkpoint: tuple[int, dict] | None = None  # waiting for the executors' env states
         self.last_checkpoint = (time.monotonic(), 0)  # (time, frames)

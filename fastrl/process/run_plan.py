@@ -108,7 +108,6 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
         engine.learners,
         WorkerIds.of(config).total,
         mode.weight_slots,
-        engine.mode == "gala",
         player_slots=needs.player_slots,
         layer_arrays=needs.arrays,
         layer_stats=layer_stats(),

@@ -27,6 +27,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.arena import SHM_DIR, shm_free_bytes
 from fastrl.buffers.control import Flag
 from fastrl.config import Config, resolved_bool
+from fastrl.modes import mode_of
 from fastrl.process.component import roles
 from fastrl.process.drain import QueueDrain
 from fastrl.process.faults import (
@@ -262,10 +263,10 @@ class Supervisor:
                 return  # no barrier in time: the teardown saves the learner's current state instead
 
     def _remote_frames(self, local: float) -> float:
-        """The other ranks' frames: as many as this rank's where their learners step together (every mode
-        but gala), else what they reported last."""
+        """The other ranks' frames: as many as this rank's where their learners step together, else (a mode of
+        independent learners) what they reported last."""
         assert self.link is not None  # handed to the telemetry only under torchrun (run(): None without a link)
-        if self.config.engine.mode == "gala":
+        if mode_of(self.config).independent:
             return self.link.remote_frames()
         return local * (self.link.ranks.ranks - 1)
 

@@ -14,7 +14,7 @@ A layer is every part it adds to a run, each optional, each a function or its ``
   (``fastrl.sampling.row_roles``); at most one layer plays a run's rows;
 - ``metrics(config) -> MetricsSection | None``: its keys of each metrics line (``fastrl.telemetry.sections``).
 
-The core reads ``LAYERS`` and names no layer. fastrl's own are imported plainly by ``fastrl.builtin_layers``;
+The core reads ``LAYERS`` and names no layer. fastrl's own are imported plainly by ``fastrl.layers.builtin``;
 another package registers its own with ``register_layer``, or declares it under the ``fastrl.layers`` entry-point
 group, found in every process of a run (``fastrl.registry``).
 """

@@ -1,0 +1,17 @@
+"""Reward scaling (``algo.normalize_rewards``): each storage's rewards divided by a running estimate of the
+discounted return's spread, before the loss reads them. One layer, registered here; its parts are named by path,
+so importing this package imports none of them."""
+
+from __future__ import annotations
+
+from fastrl.layers import Layer, register_layer
+
+LAYER = register_layer(
+    Layer(
+        "reward_scaling",
+        "algo.normalize_rewards: rewards scaled by a running estimate of the discounted return's spread",
+        order=20,  # after the pool reads the raw rewards
+        learner_extension="fastrl.layers.reward_scaling.scaler:reward_scaling",
+        warm_up="fastrl.layers.reward_scaling.scaler:warm_up",
+    )
+)
