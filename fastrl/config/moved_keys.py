@@ -1,14 +1,16 @@
 """Keys that moved, still read: ``[algo]``'s PPO and IMPALA keys are now their algorithm's own ``[algo.options]``
 (``fastrl.algos.ppo_options``, ``fastrl.algos.impala_options``), so that an algorithm's hyper-parameters are read
-in one place. A config written before (a file, ``--set``, the config a checkpoint holds) still reads: each old key
-goes where its value is read now, with one warning naming the new key; one the run's algorithm has no option of
-was read and never used before, and is left out now, with a warning saying so."""
+in one place; a layer's keys that were the core's are now its section's (``Layer.moved_keys``). A config written
+before (a file, ``--set``, the config a checkpoint holds) still reads: each old key goes where its value is read
+now, with one warning naming the new key; one the run's algorithm has no option of was read and never used before,
+and is left out now, with a warning saying so."""
 
 from __future__ import annotations
 
 import logging
 
 from fastrl.errors import ConfigError
+from fastrl.layers import layer_moved_keys
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,35 @@ MOVED_ALGO_KEYS = {
     "c_bar": "impala",
     "vtrace_lambda": "impala",
 }
+
+
+def moved_keys(data: dict) -> dict:
+    """``data`` (one source's tables) with every moved key where it is read now: an algorithm's options, a layer's
+    section."""
+    return moved_to_sections(moved_to_options(data))
+
+
+def moved_to_sections(data: dict) -> dict:
+    """Each layer's old core keys moved into its section, with a warning naming the new key; one source giving a key
+    both ways is a ``ConfigError`` naming both."""
+    if not isinstance(data, dict):
+        return data
+    for (old_section, old_key), (section, key) in layer_moved_keys().items():
+        old = data.get(old_section)
+        if not isinstance(old, dict) or old_key not in old:
+            continue
+        new = data.get(section, {})
+        if not isinstance(new, dict):
+            return data  # the section's own check names a value that is no table
+        if key in new:
+            raise ConfigError(
+                f"{old_section}.{old_key} and {section}.{key} are both set: {old_section}.{old_key} is the old name "
+                f"of {section}.{key}; keep {section}.{key} alone"
+            )
+        log.warning("%s.%s is deprecated: write %s.%s", old_section, old_key, section, key)
+        rest = {k: v for k, v in old.items() if k != old_key}
+        data = {**data, old_section: rest, section: {**new, key: old[old_key]}}
+    return data
 
 
 def moved_to_options(data: dict) -> dict:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from fastrl.algos import registry
 from fastrl.errors import ConfigError
+from fastrl.layers import check_layers
 from fastrl.modes import MODES, algorithm_error, get_mode
 from fastrl.registry import check_entry_points
 from fastrl.tables import AUTO
@@ -35,6 +36,7 @@ def validate(config: Config) -> None:
         )
     _validate_algorithm(config)
     _validate_mode(config)
+    check_layers(config)
 
 
 LAUNCH_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")  # what torchrun tells every process it starts
@@ -59,10 +61,6 @@ def _validate_algorithm(config: Config) -> None:
         takers = [a.name for a in registry.registered() if a.normalizes_returns]
         raise ConfigError(
             f"algo.normalize_returns = true is implemented for algo.name = {_either(takers)}, not {name!r}"
-        )
-    if config.algo.normalize_rewards and not algorithm.learns:
-        raise ConfigError(
-            f"algo.normalize_rewards = true needs a learning algorithm: algo.name = {name!r} trains on no reward"
         )
     problem = algorithm.check(config) if algorithm.check is not None else None
     if problem:

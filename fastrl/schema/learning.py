@@ -156,18 +156,6 @@ class AlgoConfig:
         "'auto': on for PPO with a built-in model, off otherwise",
         auto=True,
     )
-    normalize_rewards: bool = _f(
-        False,
-        "train on rewards divided by the running std of each env's discounted return (gymnasium's "
-        "NormalizeReward as CleanRL uses it, SB3's VecNormalize norm_reward), computed by the learner; the slots, "
-        "episode returns and metrics keep the raw rewards; the statistics and accumulators are checkpointed",
-    )
-    reward_clip: float = _f(
-        10.0,
-        "algo.normalize_rewards: the scaled rewards are clipped to +-this (inf: no clip)",
-        min_exclusive=0.0,
-        allow_inf=True,
-    )
     # the async mode's batch, not IMPALA's alone: it also sizes the run's slots (fastrl.process.run_plan), so any
     # algorithm that learns in async takes it
     batch_slots: int = _f(
