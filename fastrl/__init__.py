@@ -6,7 +6,7 @@ from fastrl.api import export_policy, load_policy, shutdown, train
 from fastrl.config import Config, ConfigError, load_config
 from fastrl.errors import DISTRIBUTION, FastrlError
 from fastrl.evaluation import evaluate
-from fastrl.layers import Layer, register_layer
+from fastrl.layer import Layer, register_layer
 from fastrl.process.faults import RunFailed, RunInterrupted
 from fastrl.telemetry.plot import plot_runs
 

@@ -19,7 +19,7 @@ from fastrl.algos import registry
 from fastrl.config.moved_keys import moved_keys
 from fastrl.config.validation import validate
 from fastrl.errors import ConfigError
-from fastrl.layers import layer_sections
+from fastrl.layer import layer_sections
 from fastrl.schema import Config
 from fastrl.tables import build_section
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from fastrl.errors import ConfigError
-from fastrl.layers import layer_moved_keys
+from fastrl.layer import layer_moved_keys
 
 log = logging.getLogger(__name__)
 

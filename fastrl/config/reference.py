@@ -11,7 +11,7 @@ import typing
 from typing import Any
 
 from fastrl.algos import registry
-from fastrl.layers import layer_section_docs, layer_sections
+from fastrl.layer import layer_section_docs, layer_sections
 from fastrl.schema import Config
 from fastrl.tables import choices_of, doc_of
 

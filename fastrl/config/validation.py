@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from fastrl.algos import registry
 from fastrl.errors import ConfigError
-from fastrl.layers import check_layers
+from fastrl.layer import check_layers
 from fastrl.modes import MODES, algorithm_error, get_mode
 from fastrl.registry import check_entry_points
 from fastrl.tables import AUTO

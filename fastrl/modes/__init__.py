@@ -50,12 +50,6 @@ __all__ = [
 ]
 
 
-def doc() -> str:
-    """engine.mode's documentation: every registered mode with its summary."""
-    listed = ", ".join(f"{name!r} ({mode.summary})" if mode.summary else repr(name) for name, mode in MODES.items())
-    return f"how rollout and learning interleave: {listed}"
-
-
 def get_mode(name: str) -> Mode:
     if name not in MODES:
         raise RegistryError(f"engine.mode = {name!r} is not implemented; available: {', '.join(MODES.names())}")

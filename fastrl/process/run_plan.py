@@ -13,7 +13,7 @@ from fastrl.buffers.arena import ShmSpaceError, check_space
 from fastrl.buffers.slots import SlotShape
 from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo, probe_env
-from fastrl.layers import layer_stats, plan_layers
+from fastrl.layer import layer_stats, plan_layers
 from fastrl.modes import mode_of
 from fastrl.process.machine_limits import check_address_space, check_cgroup_memory
 from fastrl.spec import WorkerIds

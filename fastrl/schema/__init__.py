@@ -77,7 +77,7 @@ class Config:
     sections: dict[str, Any] = dataclasses.field(default_factory=dict, metadata={"layers": True})
 
     def __post_init__(self) -> None:
-        from fastrl.layers import layer_sections  # the layers stand above the schema; read when a Config is made
+        from fastrl.layer import layer_sections  # the layers stand above the schema; read when a Config is made
 
         given = self.sections
         self.sections = {name: given[name] if name in given else cls() for name, cls in layer_sections().items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fastrl.errors import ConfigError
+from fastrl.registry import registered_names, registered_summaries
 from fastrl.tables import AUTO
 from fastrl.tables import documented_field as _f
 
@@ -15,13 +16,6 @@ from fastrl.tables import documented_field as _f
 # rollouts' "done" in flight (run-ahead), so 2**17 envs fill one at the worst (fastrl.sampling.channels)
 QUEUE_MESSAGES = 1 << 18
 MAX_ENVS = QUEUE_MESSAGES // 2
-
-
-def _modes():
-    """The modes' registry (``fastrl.modes``), which stands above the schema: read when engine.mode is checked."""
-    import fastrl.modes
-
-    return fastrl.modes
 
 
 def resolved_int(value: int | str, key: str) -> int:
@@ -41,7 +35,11 @@ def resolved_bool(value: bool | str, key: str) -> bool:
 
 @dataclass
 class EngineConfig:
-    mode: str = _f("sync", lambda: _modes().doc(), choices=lambda: _modes().MODES.names())
+    mode: str = _f(
+        "sync",
+        lambda: f"how rollout and learning interleave: {registered_summaries('mode')}",
+        choices=lambda: registered_names("mode"),  # fastrl.modes.MODES: sync, hts, async and the layers' modes
+    )
     envs: int = _f(
         16,
         "total number of environments (at most 131072: every env may have two rollouts' messages in a queue "

@@ -55,28 +55,14 @@ class EnvConfig:
     )
 
 
-def _algorithms_doc() -> str:
-    """algo.name's documentation: each registered algorithm with the modes it learns in, and 'auto''s choice in each
-    mode (read when the reference is written: the modes and algorithms stand above the schema)."""
-    from fastrl.algos.registry import BUILT_IN, known
-    from fastrl.modes import MODES, algorithms_of, default_algorithm
-
-    learning = [name for name in sorted(BUILT_IN) if known(name).learns]  # type: ignore[union-attr]
-    learns = {name: [mode for mode in MODES.names() if name in algorithms_of(mode)] for name in learning}
-    listed = ", ".join(f"{name!r} ({', '.join(modes)})" for name, modes in learns.items())
-    auto = ", ".join(f"{default_algorithm(mode)} in {mode}" for mode in MODES.names())
-    return (
-        f"learning algorithm: {listed}; 'none' collects without learning (benchmarks); "
-        "'package.module:NAME', an algorithm another package registered (docs/extending.md); 'auto': the mode's: "
-        f"{auto}"
-    )
-
-
 @dataclass
 class AlgoConfig:
     name: str = _f(
         AUTO,
-        lambda: _algorithms_doc(),
+        "learning algorithm: 'ppo' (sync, hts), 'a2c' (sync, hts, and each agent of a mode of many learners), "
+        "'impala' (async: V-trace), 'pqn' (sync); 'none' collects without learning (benchmarks); "
+        "'package.module:NAME', an algorithm another package registered (docs/extending.md); 'auto': the mode's: "
+        "ppo in sync and hts, impala in async, a2c in a mode of many learners",
     )
     options: dict = _f(
         {},

@@ -20,7 +20,7 @@ import numpy as np
 
 from fastrl.config import ConfigError
 from fastrl.errors import install_hint
-from fastrl.layers import layer_curves
+from fastrl.layer import layer_curves
 
 X_AXES = ("frames", "seconds")
 CLOCKS = ("env", "inference", "learning", "waiting")

@@ -4,7 +4,7 @@ envs, learned by an algorithm that reads them. The self-play pool and named poli
 
 from __future__ import annotations
 
-from fastrl.layers import Layer, register_layer
+from fastrl.layer import Layer, register_layer
 
 RATINGS = "Elo rating (against the self-play pool, or between named policies)"  # the panel of fastrl plot they share
 

@@ -8,7 +8,7 @@ import torch
 from fastrl.algos.registry import learns_agent_rows, names
 from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo
-from fastrl.layers import LayerNeeds
+from fastrl.layer import LayerNeeds
 
 
 def plan_agent_rows(

@@ -5,7 +5,7 @@ consensus bound (``bounds``), its metrics (``metrics``) and the checkpoint of th
 (``checkpoint``). The mode is registered here (light: it is a schedule over sync's and hts's); every other part is
 named by path, so registering the layer imports none of them."""
 
-from fastrl.layers import Layer, register_layer
+from fastrl.layer import Layer, register_layer
 from fastrl.layers.gossip.mode import MODE
 from fastrl.modes import register_mode
 

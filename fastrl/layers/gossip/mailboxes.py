@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastrl.layers import LayerNeeds
+from fastrl.layer import LayerNeeds
 
 
 def plan_mailboxes(config: Any, info: Any, policy: Any, resuming: bool) -> tuple[Any, LayerNeeds]:

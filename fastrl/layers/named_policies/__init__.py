@@ -4,7 +4,7 @@ package imports none of them."""
 
 from __future__ import annotations
 
-from fastrl.layers import Layer, register_layer
+from fastrl.layer import Layer, register_layer
 from fastrl.layers.agent_rows import RATINGS
 
 LAYER = register_layer(

@@ -11,7 +11,7 @@ import torch
 
 from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo
-from fastrl.layers import LayerNeeds
+from fastrl.layer import LayerNeeds
 from fastrl.layers.named_policies.policies import frozen_parameters, policy_map
 from fastrl.layers.selfplay.pool import SHARED
 

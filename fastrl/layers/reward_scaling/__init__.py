@@ -4,7 +4,7 @@ so importing this package imports none of them."""
 
 from __future__ import annotations
 
-from fastrl.layers import Layer, register_layer
+from fastrl.layer import Layer, register_layer
 
 LAYER = register_layer(
     Layer(

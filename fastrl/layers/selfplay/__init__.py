@@ -4,7 +4,7 @@ by path, so importing this package imports none of them."""
 
 from __future__ import annotations
 
-from fastrl.layers import Layer, register_layer
+from fastrl.layer import Layer, register_layer
 from fastrl.layers.agent_rows import RATINGS
 
 # its columns of each learner's stats row: the learning policy's Elo rating, snapshots in the pool, the learning

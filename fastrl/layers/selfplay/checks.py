@@ -8,7 +8,7 @@ import torch
 
 from fastrl.config import Config, ConfigError
 from fastrl.envs import EnvInfo
-from fastrl.layers import LayerNeeds
+from fastrl.layer import LayerNeeds
 from fastrl.layers.selfplay.pool import OPPONENTS, POOL, pool_slots
 from fastrl.modes import mode_of
 
