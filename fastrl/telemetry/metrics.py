@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from fastrl.algos.registry import load_algorithm, metric_keys
 from fastrl.buffers.control import Clock, Control, Stat
 from fastrl.config import Config
 from fastrl.partition import owner_of
@@ -79,7 +78,7 @@ class Telemetry:
         self.returns: deque[float] = deque(maxlen=config.run.return_window)
         self.learners = config.engine.learners
         self.gala = config.engine.mode == "gala"  # per-learner lines and the consensus (one learner per rank too)
-        self.algorithm_metrics = metric_keys(load_algorithm(config.algo.name))  # e.g. PPO's clip fraction, KL
+        self.algorithm_metrics = control.metric_columns  # the algorithm's own figures, by the names it declared
         self.learner_of = owner_of(config.engine.envs, self.learners)
         self.learner_returns: list[deque[float]] = [
             deque(maxlen=config.run.return_window) for _ in range(self.learners)
@@ -235,7 +234,7 @@ class Telemetry:
         }
         if stats[Stat.RANKS_S] > 0:
             line["ranks_s"] = round(float(stats[Stat.RANKS_S]), 3)  # torchrun: in collectives with the other ranks
-        for name, column in self.algorithm_metrics.items():  # what the algorithm's registration names
+        for name, column in self.algorithm_metrics.items():  # in its registration's order
             line[name] = float(stats[column])
         for section in self.sections:
             line.update(section.fields(stats))
