@@ -1,5 +1,7 @@
-"""The core names none of its layers: their words appear in no code of the core's folders (prose may give them as
-examples), and with every layer unregistered the core still runs single-agent configs in every mode."""
+"""The core names none of its layers, and none of an algorithm's own figures: their words appear in no code of the
+core's folders (prose may give them as examples); with every layer unregistered the core still runs single-agent
+configs in every mode. PPO's clip range, clip fraction and KL estimate are its registration's declared metrics
+(``Algorithm.metrics``), placed and read by name."""
 
 import io
 import re
@@ -23,6 +25,7 @@ LAYER_WORDS = re.compile(
     r"selfplay|self_play|named_polic|reward_scal|multiagent|opponents|pool_|gala|gossip|mailbox"
     r"|(?<![a-z])(elo|pool)(?![a-z])"
 )
+PPO_WORDS = re.compile(r"clip_fraction|approx_kl|^['\"]?clip['\"]?$")
 
 
 def _code_words(path: Path) -> set[str]:
@@ -39,15 +42,25 @@ def _code_words(path: Path) -> set[str]:
     return words
 
 
-@pytest.mark.unit
-def test_no_core_module_names_a_layer_in_its_code():
-    named = {}
+def _core_words(words: re.Pattern) -> dict[str, list[str]]:
+    """Each core module's code words that ``words`` matches."""
     core = [path for folder in CORE for path in sorted((ROOT / folder).rglob("*.py"))]
+    named = {}
     for path in core + [ROOT / name for name in CORE_FILES]:
-        hits = sorted(w for w in _code_words(path) if LAYER_WORDS.search(w))
+        hits = sorted(w for w in _code_words(path) if words.search(w))
         if hits:
             named[str(path.relative_to(ROOT))] = hits
-    assert not named, named
+    return named
+
+
+@pytest.mark.unit
+def test_no_core_module_names_a_layer_in_its_code():
+    assert not _core_words(LAYER_WORDS)
+
+
+@pytest.mark.unit
+def test_no_core_module_names_ppos_figures_in_its_code():
+    assert not _core_words(PPO_WORDS)
 
 
 @pytest.mark.unit
@@ -58,6 +71,7 @@ def test_the_grep_sees_a_layer_word_where_code_says_one(tmp_path):
     assert {"selfplay", '"pool_size"'} <= _code_words(module)
     assert not any(LAYER_WORDS.search(w) for w in ("preload", "development", "spool"))  # words that hold one
     assert not any("self-play" in w for w in _code_words(module))
+    assert PPO_WORDS.search("clip") and PPO_WORDS.search('"clip"') and not PPO_WORDS.search("clip_grad")
 
 
 @pytest.mark.engine

@@ -47,6 +47,8 @@ class BufferPlan:
     player_slots: int = 0  # parameter slots of weights other than the learner's (a layer's LayerNeeds)
     layer_arrays: tuple[ArrayPlan, ...] = ()  # the layers' own arrays, by name (their LayerNeeds)
     layer_stats: tuple[str, ...] = ()  # the layers' columns of each learner's stats row, after the core's
+    # the algorithm's own metrics (its registration's ``metrics``): their columns of each stats row, after the layers'
+    metrics: tuple[str, ...] = ()
 
     def layout(self) -> Layout:
         return Layout.plan(
@@ -54,7 +56,7 @@ class BufferPlan:
             + param_arrays(self.n_params, self.learners, self.weight_slots)
             + (player_arrays(self.n_params, self.player_slots) if self.player_slots else [])
             + list(self.layer_arrays)
-            + control_arrays(self.workers, self.learners, len(self.layer_stats))
+            + control_arrays(self.workers, self.learners, len(self.layer_stats) + len(self.metrics))
         )
 
 
@@ -65,7 +67,7 @@ class RunBuffers:
         self.arena = arena
         self.plan = plan
         self.slots = TrajectorySlots(arena.arrays, plan.slot_shape)
-        self.control = Control(arena.arrays, plan.layer_stats)
+        self.control = Control(arena.arrays, plan.layer_stats, plan.metrics)
 
     def shared_params(self, learner: int = 0, name: str = "params", slot: int = 0):
         """The learner's published weights (``slot`` of its ``plan.weight_slots``), or its row of another array of

@@ -9,25 +9,17 @@ from __future__ import annotations
 
 import logging
 
+from fastrl.algos import registry
 from fastrl.errors import ConfigError
 from fastrl.layer import layer_moved_keys
 
 log = logging.getLogger(__name__)
 
-# old [algo] key -> the algorithm whose [algo.options] holds it now, under the same name
-MOVED_ALGO_KEYS = {
-    "clip": "ppo",
-    "clip_schedule": "ppo",
-    "clip_final": "ppo",
-    "clip_anneal_frames": "ppo",
-    "value_clip": "ppo",
-    "target_kl": "ppo",
-    "gae_lambda": "ppo",
-    "normalize_advantages": "ppo",
-    "rho_bar": "impala",
-    "c_bar": "impala",
-    "vtrace_lambda": "impala",
-}
+
+def moved_algo_keys() -> dict[str, str]:
+    """Each old ``[algo]`` key -> the algorithm whose ``[algo.options]`` holds it now, under the same name (its
+    registration's ``moved_keys``)."""
+    return {key: algorithm.name for algorithm in registry.registered() for key in algorithm.moved_keys}
 
 
 def moved_keys(data: dict) -> dict:
@@ -65,9 +57,10 @@ def moved_to_options(data: dict) -> dict:
     the new key. One source giving a key both ways is a ``ConfigError`` naming both. A key the run's algorithm has
     no option of is then left out with a warning (``fastrl.algos.registry.others_options``), as it was unused."""
     algo = data.get("algo") if isinstance(data, dict) else None
-    if not isinstance(algo, dict) or not MOVED_ALGO_KEYS.keys() & algo.keys():
+    known = moved_algo_keys()
+    if not isinstance(algo, dict) or not known.keys() & algo.keys():
         return data
-    moved = {key: value for key, value in algo.items() if key in MOVED_ALGO_KEYS}
+    moved = {key: value for key, value in algo.items() if key in known}
     options = algo.get("options", {})
     if not isinstance(options, dict):
         return data  # the options' own check names a table that is not one

@@ -64,7 +64,7 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
     from fastrl.process.auto_layout import resolve_layout
 
     config = resolve_devices(config)  # "auto" devices placed, a GPU asked for where there is none refused
-    load_algorithm(config.algo.name)  # a plug-in's module imported and its registration checked ...
+    algorithm = load_algorithm(config.algo.name)  # a plug-in's module imported and its registration checked ...
     validate(config)  # ... and the config checked against it, as a built-in's is when the config is read
     try:
         info = probe_env(config.env)
@@ -111,6 +111,7 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
         player_slots=needs.player_slots,
         layer_arrays=needs.arrays,
         layer_stats=layer_stats(),
+        metrics=tuple(algorithm.metrics),  # the figures its rule reports beside the losses: a column each
     )
     nbytes = plan.layout().nbytes
     try:

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from fastrl.algos.registry import load_algorithm, metric_keys
 from fastrl.buffers.control import Clock, Control, Stat
 from fastrl.config import Config
 from fastrl.modes import mode_of
@@ -81,7 +80,7 @@ class Telemetry:
         self.learners = config.engine.learners
         # learners on their own (one per rank too): a line each, and what their layers say of them together
         self.per_learner = mode_of(config).independent
-        self.algorithm_metrics = metric_keys(load_algorithm(config.algo.name))  # e.g. PPO's clip fraction, KL
+        self.algorithm_metrics = control.metric_columns  # the algorithm's own figures, by the names it declared
         self.learner_of = owner_of(config.engine.envs, self.learners)
         self.learner_returns: list[deque[float]] = [
             deque(maxlen=config.run.return_window) for _ in range(self.learners)
@@ -237,7 +236,7 @@ class Telemetry:
         }
         if stats[Stat.RANKS_S] > 0:
             line["ranks_s"] = round(float(stats[Stat.RANKS_S]), 3)  # torchrun: in collectives with the other ranks
-        for name, column in self.algorithm_metrics.items():  # what the algorithm's registration names
+        for name, column in self.algorithm_metrics.items():  # in its registration's order
             line[name] = float(stats[column])
         for section in self.sections:
             line.update(section.fields(stats))
