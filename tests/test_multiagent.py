@@ -523,7 +523,7 @@ def test_a_pools_random_player_is_a_zero_slot_drawn_from_the_seed_and_scored(tmp
     from fastrl.models.policy import build_policy
 
     config = load_config("configs/connect_four_selfplay.toml", [])
-    zero = build_policy(probe_env(config.env), config)
+    zero = build_policy(probe_env(config.env), config, "cpu")
     for tensor in zero.state_dict().values():
         tensor.zero_()
     envs = make_games(config.env, [0, 1])
@@ -639,7 +639,7 @@ def test_the_board_model_convolves_connect_fours_planes_where_they_sit_in_the_ro
     config = load_config("configs/connect_four_selfplay.toml", ["model.name='board'", "model.hidden=[64]"])
     info = probe_env(config.env)
     torch.manual_seed(0)
-    policy = build_policy(info, config)
+    policy = build_policy(info, config, "cpu")
     layout = info.obs_layout
     board = next(part for part in layout.parts if part.name == "observation")
     rows = torch.zeros((2, *info.obs_shape))

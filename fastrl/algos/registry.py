@@ -149,8 +149,8 @@ def load_algorithm(name: str) -> Algorithm:
         problem = _contract_of(getattr(thing, "name", name), thing)
         if problem:
             raise RegistryError(f"algo.name = {name!r}: {problem}")
-        if ALGORITHMS.find(thing.name) is not thing:
-            register_algorithm(thing)  # an Algorithm built but never registered: registered here
+        if ALGORITHMS.find(thing.name) is not thing:  # an Algorithm built but never registered: registered here
+            ALGORITHMS.register(thing.name, thing)  # (its contract checked above, as register_algorithm checks it)
         found = _PLUGINS[name] = thing
     return found
 
