@@ -146,6 +146,11 @@ class Registry(Generic[T]):
         """Every name, in order."""
         return tuple(entry.name for entry in self._ordered())
 
+    def registered_here(self) -> tuple[str, ...]:
+        """The names registered by code (``register``), in order, without loading any entry point: those the
+        installed packages declare are not among them."""
+        return tuple(entry.name for entry in self._entries.values() if entry.source == "registered")
+
     def items(self) -> Iterator[tuple[str, T]]:
         """Every (name, value), in order, each imported where it was registered by path."""
         for entry in self._ordered():

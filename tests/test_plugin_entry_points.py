@@ -68,3 +68,22 @@ def test_an_entry_point_that_does_not_load_is_named_at_the_config_check(tmp_path
     assert "'fastrl.algorithms'" in done.stderr and "needs a library this machine lacks" in done.stderr
     assert "Traceback" not in done.stderr
     assert not list(tmp_path.glob("runs*"))  # refused before anything was made
+
+
+@pytest.mark.unit
+def test_an_entry_points_algorithm_is_no_built_in(monkeypatch):
+    """What code registered is told from what an installed package declares without importing either: a plug-in's
+    algorithm was once counted among the built-ins (whose rule contract is taken as checked), and the config's
+    reading of the built-ins' old keys imported it before the entry-point check could name it."""
+    import importlib.metadata
+
+    from fastrl.registry import Registry
+
+    declared = importlib.metadata.EntryPoint("plugged", "nowhere_at_all:ALGORITHM", "fastrl.algorithms")
+    monkeypatch.setattr(
+        importlib.metadata, "entry_points", lambda group=None: [declared] if group == declared.group else []
+    )
+    made = Registry("algorithm")
+    made.register("own", "nowhere_either:ALGORITHM")
+    assert made.registered_here() == ("own",)
+    assert made.names() == ("own", "plugged")  # both are known; neither was imported

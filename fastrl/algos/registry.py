@@ -291,7 +291,7 @@ register_algorithm(
     )
 )
 
-BUILT_IN = frozenset(ALGORITHMS.names())  # the algorithms above; any other is a plug-in
+BUILT_IN = frozenset(ALGORITHMS.registered_here())  # the algorithms above; any other is a plug-in
 
 
 def is_built_in(name: str) -> bool:

@@ -18,8 +18,10 @@ log = logging.getLogger(__name__)
 
 def moved_algo_keys() -> dict[str, str]:
     """Each old ``[algo]`` key -> the algorithm whose ``[algo.options]`` holds it now, under the same name (its
-    registration's ``moved_keys``)."""
-    return {key: algorithm.name for algorithm in registry.registered() for key in algorithm.moved_keys}
+    registration's ``moved_keys``). The built-ins' alone: only they had ``[algo]`` keys, and a plug-in is not
+    imported before the config check has found its entry point loads."""
+    built_in = (registry.ALGORITHMS.get(name) for name in sorted(registry.BUILT_IN))
+    return {key: algorithm.name for algorithm in built_in for key in algorithm.moved_keys}
 
 
 def moved_keys(data: dict) -> dict:
