@@ -1,6 +1,6 @@
 """Row roles (fastrl/sampling/row_roles.py): a kind registered from outside the engine plays the rows it claims, the
 executors mark them UNLEARNED, and the built-in layers' kinds are found through the same registry. Env: PettingZoo's
-connect_four_v3 (two agents a game, turn-based, masked), as in tests/test_multiagent.py."""
+connect_four_v3 (two agents a game, turn-based, masked), as in tests/layers/test_multiagent.py."""
 import re
 from pathlib import Path
 from types import SimpleNamespace
