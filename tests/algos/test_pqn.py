@@ -1,6 +1,6 @@
 """PQN, added through the plug-in point alone: its ε-greedy kernel against a reference, its ε schedule, its Q(λ)
 targets against the recursion of the paper, and what it inherits from the engine (bit-identical runs across
-layouts, exact resume, its metrics); CartPole to 475 is tests/test_learning.py's, in the slow tier."""
+layouts, exact resume, its metrics); CartPole to 475 is tests/algos/test_learning.py's, in the slow tier."""
 
 import json
 import math

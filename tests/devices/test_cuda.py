@@ -61,7 +61,8 @@ def test_parameters_are_bit_identical_across_actor_and_executor_layouts_on_the_d
     assert len(digests) == 1
 
 
-@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs: the CPU's compiled layouts are tests/test_compiling.py's")
+@pytest.mark.skipif(DEVICE != "cuda",
+                    reason="CUDA graphs: the CPU's compiled layouts are tests/models/test_compiling.py's")
 @pytest.mark.parametrize("config", ["configs/pong_sync.toml", "configs/pong_hts.toml"])
 def test_cuda_graph_actors_train_the_same_bits_in_every_layout(tmp_path, config):
     """model.compile's "auto" mode on CUDA: the actors replay one recorded graph of their fixed micro-batch,

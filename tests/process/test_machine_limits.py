@@ -1,7 +1,7 @@
 """The machine's memory limits: an address-space limit (``ulimit -v``) too small for the run and a cgroup memory
 limit below what it needs are refused before anything starts, naming the limit and what to set, with nothing left;
 a worker the OOM killer ends (SIGKILL under a cgroup limit) stops the run cleanly with the limit named
-(``fastrl.process.machine_limits``). /dev/shm too small for the segment: tests/test_shm_space.py."""
+(``fastrl.process.machine_limits``). /dev/shm too small for the segment: tests/buffers/test_shm_space.py."""
 import resource
 import subprocess
 import sys

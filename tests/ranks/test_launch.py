@@ -1,6 +1,6 @@
 """The launch that started a process answers what part of the run it is: the whole run (one process) or one rank
 of a torchrun launch. Each kind is asked here as ``fastrl.train`` asks it; the launches themselves are
-tests/test_multinode.py's."""
+tests/ranks/test_multinode.py's."""
 import logging
 import socket
 
