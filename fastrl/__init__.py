@@ -1,12 +1,12 @@
 """fastrl: a shared-memory, single-workstation, high-throughput deep-RL engine."""
 
-import fastrl.builtin_layers  # noqa: F401  fastrl's own layers, registered in every process that imports fastrl
+import fastrl.layers.builtin  # noqa: F401  fastrl's own layers, registered in every process that imports fastrl
 from fastrl.algos.registry import Algorithm, register_algorithm
 from fastrl.api import export_policy, load_policy, shutdown, train
 from fastrl.config import Config, ConfigError, load_config
 from fastrl.errors import DISTRIBUTION, FastrlError
 from fastrl.evaluation import evaluate
-from fastrl.layers import Layer, register_layer
+from fastrl.layer import Layer, register_layer
 from fastrl.process.faults import RunFailed, RunInterrupted
 from fastrl.telemetry.plot import plot_runs
 

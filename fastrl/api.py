@@ -133,7 +133,7 @@ def train(
         if part.resume is not None:
             part.resume.set_aside_newer()  # under the directory's lock: no other run is using it
         log.info("run directory %s", run.path)
-        return Supervisor(plan.config, run, plan, part.resume_point, part.link, part.log_file).run()
+        return Supervisor(plan, run, part).run()
     finally:
         run.release()
 

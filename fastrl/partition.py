@@ -21,7 +21,7 @@ def owner_of(total: int, parts: int, unit: int = 1) -> np.ndarray:
 
 
 def learning_rows(envs: int, agents: int) -> np.ndarray:
-    """Self-play against a pool (fastrl.multiagent.selfplay): the row of each multi-agent env's learning seat, env
+    """Self-play against a pool (fastrl.layers.selfplay.pool): the row of each multi-agent env's learning seat, env
     g's agent g mod k, so every seat learns equally often."""
     games = np.arange(envs // agents)
     return games * agents + games % agents

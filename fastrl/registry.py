@@ -39,6 +39,28 @@ GROUPS = {
 }
 
 
+# every extension point's registry by its point's name, for what stands below the registries and reads their names
+# (the schema's engine.mode lists the registered modes without importing fastrl.modes)
+POINTS: dict[str, Registry] = {}
+
+
+def registered_names(point: str) -> tuple[str, ...]:
+    """The names registered at ``point`` (``Registry.names``)."""
+    if point not in POINTS:
+        raise RuntimeError(f"no registry of {point}s was made: it is made when fastrl is imported")
+    return POINTS[point].names()
+
+
+def registered_summaries(point: str) -> str:
+    """Each name registered at ``point`` with its value's ``summary`` where it has one, for a key's documentation."""
+    if point not in POINTS:
+        raise RuntimeError(f"no registry of {point}s was made: it is made when fastrl is imported")
+    return ", ".join(
+        f"{name!r} ({summary})" if (summary := getattr(value, "summary", "")) else repr(name)
+        for name, value in POINTS[point].items()
+    )
+
+
 class RegistryError(ConfigError):
     """A name no registry point holds, registered twice, or whose registration is broken."""
 
@@ -59,6 +81,7 @@ class Registry(Generic[T]):
 
     def __init__(self, point: str, *, check: Callable[[str, Any], str | None] | None = None):
         self.point = point
+        POINTS.setdefault(point, self)  # the first registry of a point is the one the config's keys read
         self.group = GROUPS.get(point)
         self._check = check
         self._entries: dict[str, _Entry[T]] = {}

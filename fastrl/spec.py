@@ -105,8 +105,9 @@ class RunSpec:
         return self.config.engine.learners
 
     @property
-    def gala(self) -> bool:
-        return self.config.engine.mode == "gala"
+    def independent(self) -> bool:
+        """Its learners step on their own (``ModeSpec.independent``): a checkpoint folder each, no env states."""
+        return self.mode.independent
 
     @property
     def worker_ids(self) -> WorkerIds:

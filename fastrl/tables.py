@@ -15,6 +15,7 @@ import difflib
 import math
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
@@ -24,12 +25,25 @@ AUTO = "auto"  # the value of a field with ``auto=True`` that is chosen later (e
 INT64_MAX = 2**63 - 1
 
 
-def documented_field(default: Any, doc: str, **rules: Any) -> Any:
+def documented_field(default: Any, doc: str | Callable[[], str], **rules: Any) -> Any:
     """A dataclass field with its documentation and validation rules in metadata."""
     if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
         factory = (lambda d=default: type(d)(d)) if not dataclasses.is_dataclass(default) else type(default)
         return field(default_factory=factory, metadata={"doc": doc, **rules})
     return field(default=default, metadata={"doc": doc, **rules})
+
+
+def choices_of(meta: Any) -> tuple | None:
+    """A field's allowed values: its ``choices``, called where they are a function (values registered at run time,
+    such as ``engine.mode``'s); None where any value of its type goes."""
+    allowed = meta.get("choices")
+    return tuple(allowed()) if callable(allowed) else allowed
+
+
+def doc_of(meta: Any) -> str:
+    """A field's documentation: its ``doc``, called where it is a function (one made from what is registered)."""
+    doc = meta.get("doc", "")
+    return doc() if callable(doc) else doc
 
 
 def _type_name(tp: Any) -> str:
@@ -110,7 +124,7 @@ def _check_rules(value: Any, meta: dict, key: str) -> None:
         for i, item in enumerate(value):
             if not low <= item <= high:
                 raise ConfigError(f"{key}[{i}] = {item!r}: must be between {low} and {high}")
-    allowed = meta.get("choices")
+    allowed = choices_of(meta)
     if allowed is not None and value not in allowed:
         raise ConfigError(f"{key} = {value!r}: allowed values are {', '.join(map(repr, allowed))}")
     if "multiple_of" in meta and value % meta["multiple_of"]:

@@ -14,7 +14,7 @@ The maths they use stays apart: ``time_limits`` (V of truncated episodes' final 
 ``vtrace_torch`` (V-trace on a GPU learner; the numba kernels in ``csrc_free_kernels``: n-step
 returns, GAE, V-trace), ``optimizers`` (TensorFlow's RMSprop, and the optimizer a config names),
 ``gossip_bounds`` (GALA's consensus bound). gala's mixing of parameters between learners is
-``fastrl.learning.gossip``'s. This package's import is light (no torch): the config reads the registry.
+``fastrl.layers.gossip.mixing``'s. This package's import is light (no torch): the config reads the registry.
 """
 
 from __future__ import annotations

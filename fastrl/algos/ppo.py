@@ -152,6 +152,10 @@ class PPO(UpdateRule):
         """``options.clip_schedule``: the clip range of the next update's epochs, by frames learned."""
         self.clip = schedules.clip_range(self.options, frames, total_frames, share)
 
+    def scheduled_metrics(self):
+        """The clip range of the next update (``clip`` in the metrics): ``options.clip`` until the first schedule."""
+        return {"clip": self.clip}
+
     def warm_up(self, storage):
         """A loss and backward on minibatches of the sizes the epochs draw, and the bootstrap forward, so a
         compiled model (``model.compile``) compiles its graphs here, in start-up, not in the first update."""

@@ -28,7 +28,7 @@ from fastrl.tables import build_section
 
 LAGS = {0: "sync", 1: "hts", None: "async"}  # the policy lag of each mode's data
 DEFAULT_PREFERENCE = ("ppo", "impala", "a2c")  # what algo.name = "auto" takes, the first the mode learns with
-EXTRA_METRICS = 8  # stats columns a plug-in's metrics may use (fastrl.buffers.control.Stat.EXTRA_0..)
+LOSSES = ("policy_loss", "value_loss", "entropy")  # what every rule reports: the core's own columns, not a metric
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,14 @@ class Algorithm:
     learns: bool = True  # False: collects only ("none"): reward normalisation has nothing to train
     normalizes_returns: bool = False  # takes algo.normalize_returns (its value loss reads the returns' scale)
     epochs: bool = False  # learns in algo.epochs passes of algo.minibatches minibatch steps (else one step per update)
-    metrics: tuple[str, ...] = ()  # metrics.jsonl keys its rule reports beside the losses (at most EXTRA_METRICS)
+    # the figures its rule reports beside the losses (``learn``'s and ``scheduled_metrics``'s keys): the run's plan
+    # gives each a column of every learner's stats row (``Control.metric_column``), and each is a metrics.jsonl key
+    metrics: tuple[str, ...] = ()
     # a dataclass of its own hyper-parameters (or its path, in a module that imports no torch: the config checks and
     # lists them): the config's [algo.options]; its rule gets them built (``options=``)
     options: type | str | None = None
+    # [algo] keys of older configs that are now its options, still read there with a warning (fastrl.config.moved_keys)
+    moved_keys: tuple[str, ...] = ()
     check: Callable[[Any], str | None] | None = None  # its cross-key checks on the Config: the error, or None
     gala: bool = False  # a GALA agent's rule (each gala learner learns with it)
     # learns from a multi-agent env's agent rows: its loss weighs each row by how its agent took part (the `live`
@@ -104,8 +108,14 @@ def _contract(algorithm: Algorithm) -> str | None:
         return f"options must be a dataclass of its hyper-parameters or its path (got {options!r})"
     if sampler is not None and not (isinstance(sampler, str) or callable(sampler)):
         return f"sampler must be a factory (spec, options) -> ActionDistribution or its path (got {sampler!r})"
-    if len(algorithm.metrics) > EXTRA_METRICS or len(set(algorithm.metrics)) != len(algorithm.metrics):
-        return f"metrics must be at most {EXTRA_METRICS} distinct names (got {algorithm.metrics!r})"
+    metrics = algorithm.metrics
+    if (
+        not isinstance(metrics, (tuple, list))
+        or not all(isinstance(m, str) and m for m in metrics)
+        or len(set(metrics)) != len(metrics)
+        or set(metrics) & set(LOSSES)
+    ):
+        return f"metrics must be distinct names other than the losses {LOSSES} (got {metrics!r})"
     if not (isinstance(algorithm.rule, str) or callable(algorithm.rule)):
         return f"rule must be its UpdateRule class or 'package.module:Class' (got {algorithm.rule!r})"
     return None
@@ -139,8 +149,8 @@ def load_algorithm(name: str) -> Algorithm:
         problem = _contract_of(getattr(thing, "name", name), thing)
         if problem:
             raise RegistryError(f"algo.name = {name!r}: {problem}")
-        if ALGORITHMS.find(thing.name) is not thing:
-            register_algorithm(thing)  # an Algorithm built but never registered: registered here
+        if ALGORITHMS.find(thing.name) is not thing:  # an Algorithm built but never registered: registered here
+            ALGORITHMS.register(thing.name, thing)  # (its contract checked above, as register_algorithm checks it)
         found = _PLUGINS[name] = thing
     return found
 
@@ -195,18 +205,6 @@ def learns_agent_rows(name: str) -> bool:
     return load_algorithm(name).agent_rows
 
 
-def metric_keys(algorithm: Algorithm) -> dict[str, int]:
-    """The stats column of each metric the algorithm reports: PPO's have their own, a plug-in's the extra ones."""
-    from fastrl.buffers.control import Stat
-
-    own = {"clip_fraction": Stat.CLIP_FRACTION, "approx_kl": Stat.APPROX_KL, "clip": Stat.CLIP}
-    columns: dict[str, int] = {}
-    extra = iter(range(Stat.EXTRA_0, Stat.EXTRA_0 + EXTRA_METRICS))
-    for metric in algorithm.metrics:
-        columns[metric] = own[metric] if metric in own else next(extra)
-    return columns
-
-
 def _ppo_check(config: Any) -> str | None:
     engine, algo = config.engine, config.algo
     if algo.minibatches > engine.envs * engine.rollout:
@@ -243,6 +241,16 @@ register_algorithm(
         epochs=True,
         metrics=("clip", "clip_fraction", "approx_kl", "epochs_done"),
         options="fastrl.algos.ppo_options:PPOOptions",
+        moved_keys=(
+            "clip",
+            "clip_schedule",
+            "clip_final",
+            "clip_anneal_frames",
+            "value_clip",
+            "target_kl",
+            "gae_lambda",
+            "normalize_advantages",
+        ),
         check=_ppo_check,
         agent_rows=True,
     )
@@ -254,6 +262,7 @@ register_algorithm(
         lags=(None,),
         summary="IMPALA: V-trace on gathered batches",
         options="fastrl.algos.impala_options:ImpalaOptions",
+        moved_keys=("rho_bar", "c_bar", "vtrace_lambda"),
         agent_rows=True,
     )
 )

@@ -10,7 +10,7 @@ PPO's trainee), and the learner builds the optimizer over it. Its steps, in the 
 schedule calls them (``fastrl.modes``):
 
 - ``learn(storage, j)`` takes what D(θ_j) gives (gradients, PPO epochs), keeps it pending and
-  returns its loss terms by stats column;
+  returns its loss terms and its own metrics by name;
 - ``advance()`` hands over the pending work as an ``Update`` (gradients for the learner to apply,
   or parameters already trained), or None when nothing is pending (θ_1 = θ_0 in hts: there is no
   D(θ_{-1})).
@@ -38,7 +38,8 @@ from fastrl.schema import AlgoConfig
 # the learner's checked optimizer step (fastrl.learning.checked_step): (net, gradients, and optionally the
 # minibatch's policy/value/entropy loss terms) -> the gradient norm, a tensor while its checks wait for the update's end
 Step = Callable[..., "float | torch.Tensor"]
-Losses = dict[str, float]  # a rule's learn, by name: "policy_loss", "value_loss", "entropy", and its own metrics
+# a rule's learn, by name: "policy_loss", "value_loss", "entropy", and the metrics its registration declares
+Losses = dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class UpdateRule:
         self.cohort = cohort or Solo()  # the other ranks' learners, whose data counts as this one's (torchrun)
         self.distribution = distribution or distribution_for(None)  # how the head is read (Discrete by default)
         # the learner sets the bonus by algo.entropy_schedule before each learn; a rule whose loss clips a probability
-        # ratio (PPO) sets its range in ``schedule``; the learner reports it as the 'clip' metric
+        # ratio (PPO) sets its range in ``schedule`` (named policies learn with the run's rule's)
         self.entropy_coef = algo.entropy_coef
         self.clip = 0.0
         # set by the learner (reliability.finite_checks): True, the rule reads no loss off the device inside
@@ -92,6 +93,11 @@ class UpdateRule:
     def schedule(self, frames: float, total_frames: int, share: int) -> None:
         """Before each learn, by the frames learned so far (never time; ``share``: the learners the run's frames
         are split between): the rule moves its own hyper-parameters that follow a schedule (PPO's clip range)."""
+
+    def scheduled_metrics(self) -> Losses:
+        """What ``schedule`` set, as it stands, by the names of its registration's ``metrics`` (PPO: its clip range,
+        ``clip``): the learner writes these into their columns when it starts and after each ``schedule``."""
+        return {}
 
     def warm_up(self, storage: DeviceStorage) -> None:
         """One loss and backward on a zero storage of an update's shape, so the first update pays no JIT,

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 import fastrl
 from fastrl.bench.references import adapter_loop_fps, atari_vector_env_fps, raw_emulator_fps
 from fastrl.config import Config, resolved_int
+from fastrl.devices import resolve_devices
 from fastrl.envs import probe_env
 from fastrl.envs.atari import is_atari_id, parse_atari_id
 from fastrl.process.auto_layout import resolve_layout
@@ -44,7 +45,7 @@ SAMPLING_ONLY = ["algo.name='none'", "algo.normalize_returns=false"]
 
 def sampling_layout(config: str | None, overrides: Sequence[str]) -> Config:
     """The config as the engine samples it (``SAMPLING_ONLY``), its layout resolved: for the references' sizes."""
-    return resolve_layout(fastrl.api.resolve_config(config, [*overrides, *SAMPLING_ONLY]))
+    return resolve_layout(resolve_devices(fastrl.api.resolve_config(config, [*overrides, *SAMPLING_ONLY])))
 
 
 def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[str]) -> dict:
@@ -58,9 +59,9 @@ def engine_fps(config: str | None, seconds: float, policy: str, overrides: list[
         ]
         if policy == "random":  # obs-blind: nothing to normalise, and no learner to move statistics
             extra += ["model.name='random'", "model.normalize_obs=false"]
-        unresolved = fastrl.api.resolve_config(config, [*overrides, *extra])
-        info = probe_env(unresolved.env)
-        resolved = resolve_layout(unresolved, agents=info.agents)  # report the numbers (agent rows share executors)
+        placed = resolve_devices(fastrl.api.resolve_config(config, [*overrides, *extra]))
+        info = probe_env(placed.env)
+        resolved = resolve_layout(placed, agents=info.agents)  # report the numbers (agent rows share executors)
         summary = fastrl.train(resolved)
     # the envs' pace: every row stepped, rollouts still in flight at the stop too; the learned frames/s of a run
     # this short leaves those out (up to a rollout in hts, the unfilled slots in async: 2048 of Crafter's ~7,000

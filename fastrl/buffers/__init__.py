@@ -1,5 +1,5 @@
 """Shared-memory buffers: one segment per run holding trajectory slots, weights, the players' parameter slots,
-the layers' own arrays, gala's mailboxes (``mailboxes``) and control."""
+the layers' own arrays and control."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from fastrl.buffers.arena import Arena, ArenaSpec
 from fastrl.buffers.control import Control, control_arrays
 from fastrl.buffers.layout import Layout
-from fastrl.buffers.mailboxes import gossip_arrays
 from fastrl.buffers.slots import SlotShape, TrajectorySlots
 
 
@@ -45,19 +44,19 @@ class BufferPlan:
     learners: int
     workers: int
     weight_slots: int = 1  # published parameter sets per learner (2 where envs run ahead: hts)
-    gossip: bool = False  # gala: the learners' mailboxes (also for one learner per torchrun rank)
     player_slots: int = 0  # parameter slots of weights other than the learner's (a layer's LayerNeeds)
     layer_arrays: tuple[ArrayPlan, ...] = ()  # the layers' own arrays, by name (their LayerNeeds)
     layer_stats: tuple[str, ...] = ()  # the layers' columns of each learner's stats row, after the core's
+    # the algorithm's own metrics (its registration's ``metrics``): their columns of each stats row, after the layers'
+    metrics: tuple[str, ...] = ()
 
     def layout(self) -> Layout:
         return Layout.plan(
             self.slot_shape.arrays()
             + param_arrays(self.n_params, self.learners, self.weight_slots)
-            + (gossip_arrays(self.n_params, self.learners) if self.gossip or self.learners > 1 else [])
             + (player_arrays(self.n_params, self.player_slots) if self.player_slots else [])
             + list(self.layer_arrays)
-            + control_arrays(self.workers, self.learners, len(self.layer_stats))
+            + control_arrays(self.workers, self.learners, len(self.layer_stats) + len(self.metrics))
         )
 
 
@@ -68,11 +67,11 @@ class RunBuffers:
         self.arena = arena
         self.plan = plan
         self.slots = TrajectorySlots(arena.arrays, plan.slot_shape)
-        self.control = Control(arena.arrays, plan.layer_stats)
+        self.control = Control(arena.arrays, plan.layer_stats, plan.metrics)
 
     def shared_params(self, learner: int = 0, name: str = "params", slot: int = 0):
-        """The learner's published weights (``slot`` of its ``plan.weight_slots``), or its gala ``mailbox`` or
-        ``params_rescue`` row (imports torch, so executors never call it)."""
+        """The learner's published weights (``slot`` of its ``plan.weight_slots``), or its row of another array of
+        weights with a header, such as ``params_rescue`` or a layer's (imports torch, so executors never call it)."""
         from fastrl.buffers.params import SharedParams
 
         row = learner * self.plan.weight_slots + slot if name == "params" else learner

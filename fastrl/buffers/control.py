@@ -50,17 +50,14 @@ class Stat(IntEnum):
     AGENT_STEPS = 9
     UPDATE_NORM = 10  # ‖θ after − θ before‖ of the last optimizer step
     MAX_UPDATE_NORM = 11  # the largest so far (L of gala's consensus bound)
-    # ppo: means over the last update's minibatch steps
-    CLIP_FRACTION = 12  # share of samples whose probability ratio left [1 - clip, 1 + clip]
-    APPROX_KL = 13  # estimate of KL(old || new): mean of (ratio - 1) - log ratio
-    LR = 14  # the learning rate of the last optimizer step (algo.lr_schedule)
-    RANKS_S = 15  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
-    ENTROPY_COEF = 16  # the entropy bonus weight of the last update (algo.entropy_schedule)
-    CLIP = 17  # ppo: the probability ratio's clip range of the last update (algo.clip_schedule)
-    EXTRA_0 = 18  # a plug-in algorithm's own metrics, in its registration's order (fastrl.algos.registry)
+    LR = 12  # the learning rate of the last optimizer step (algo.lr_schedule)
+    RANKS_S = 13  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
+    ENTROPY_COEF = 14  # the entropy bonus weight of the last update (algo.entropy_schedule)
 
 
-STAT_COLUMNS = 26  # the core's columns (EXTRA_0's 8 included); the layers' follow, by name (Control.stat_column)
+# the core's columns; the named ones follow: the layers' (Control.stat_column), then the algorithm's own metrics
+# (Control.metric_column), each where the run's plan lists it
+STAT_COLUMNS = len(Stat)
 
 
 class Activity(IntEnum):
@@ -83,13 +80,15 @@ class Phase(IntEnum):
 ACTIVITY_COLUMNS = 8  # one 64-byte cache line per worker: executors never share a line
 
 
-def control_arrays(workers: int, learners: int, layer_stats: int = 0) -> list[tuple[str, tuple[int, ...], str]]:
+def control_arrays(workers: int, learners: int, named_stats: int = 0) -> list[tuple[str, tuple[int, ...], str]]:
+    """The control block's arrays; ``named_stats``: the named columns after the core's in each learner's stats row
+    (the layers' stats and the algorithm's metrics)."""
     return [
         ("flags", (8,), "int64"),
         ("heartbeat", (workers,), "float64"),
         ("ready", (workers,), "int64"),
         ("timing", (workers, len(Clock)), "float64"),
-        ("learner_stats", (learners, STAT_COLUMNS + layer_stats), "float64"),
+        ("learner_stats", (learners, STAT_COLUMNS + named_stats), "float64"),
         ("learner_done", (learners, len(Done)), "int64"),
         ("activity", (workers, ACTIVITY_COLUMNS), "int64"),
         # env-state saves at a checkpoint barrier: [0] = rollout + 1 the learner asks for,
@@ -103,9 +102,20 @@ def layer_columns(layer_stats: tuple[str, ...]) -> dict[str, int]:
     return {name: STAT_COLUMNS + k for k, name in enumerate(layer_stats)}
 
 
+def metric_columns(layer_stats: tuple[str, ...], metrics: tuple[str, ...]) -> dict[str, int]:
+    """Each of the algorithm's own metrics' column of a learner's stats row (its registration's ``metrics``, in
+    their order): after the layers', so that a layer finds its own from the layers' names alone."""
+    first = STAT_COLUMNS + len(layer_stats)
+    return {name: first + k for k, name in enumerate(metrics)}
+
+
 class Control:
-    def __init__(self, arrays: dict[str, np.ndarray], layer_stats: tuple[str, ...] = ()):
+    def __init__(self, arrays: dict[str, np.ndarray], layer_stats: tuple[str, ...] = (), metrics: tuple[str, ...] = ()):
+        """``layer_stats``, ``metrics``: the names of the layers' and the algorithm's columns, as the plan lists
+        them (``fastrl.buffers.BufferPlan``)."""
         self.layer_columns = layer_columns(layer_stats)
+        # the algorithm's own figures: what its rule reports beside the losses, by name, in its registration's order
+        self.metric_columns = metric_columns(layer_stats, metrics)
         self.flags = arrays["flags"]
         self.heartbeat = arrays["heartbeat"]
         self.ready = arrays["ready"]
@@ -118,6 +128,10 @@ class Control:
     def stat_column(self, name: str) -> int:
         """The column of a layer's stat ``name`` (its ``Layer.stats``) in each learner's stats row."""
         return self.layer_columns[name]
+
+    def metric_column(self, name: str) -> int:
+        """The column of the algorithm's metric ``name`` (its ``Algorithm.metrics``) in each learner's stats row."""
+        return self.metric_columns[name]
 
     def set(self, flag: Flag) -> None:
         self.flags[flag] = 1

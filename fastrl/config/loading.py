@@ -16,10 +16,10 @@ else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
 from fastrl.algos import registry
-from fastrl.config.moved_keys import moved_to_options
+from fastrl.config.moved_keys import moved_keys
 from fastrl.config.validation import validate
 from fastrl.errors import ConfigError
-from fastrl.layers import layer_sections
+from fastrl.layer import layer_sections
 from fastrl.schema import Config
 from fastrl.tables import build_section
 
@@ -60,9 +60,9 @@ def parse_override(text: str) -> dict:
 
 
 def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
-    data = moved_to_options(data)  # each source's old keys under their new names before the next source merges
+    data = moved_keys(data)  # each source's old keys under their new names before the next source merges
     for text in overrides:  # so an old key's --set overrides what the file wrote under its new name
-        data = _merge(data, moved_to_options(parse_override(text)))
+        data = _merge(data, moved_keys(parse_override(text)))
     return data
 
 
@@ -71,7 +71,7 @@ def config_from_dict(data: dict) -> Config:
     (``fastrl.layers.Layer.config``), read and checked the same way."""
     if not isinstance(data, dict):
         raise ConfigError(f"the config: expected a table, got {data!r}")
-    data = moved_to_options(data)  # [algo]'s old keys of PPO's and IMPALA's options, read where they moved
+    data = moved_keys(data)  # old keys (PPO's and IMPALA's options, the layers' own), read where they moved
     declared = layer_sections()
     known = _section_names(declared)
     for key in data:

@@ -11,8 +11,9 @@ import typing
 from typing import Any
 
 from fastrl.algos import registry
-from fastrl.layers import layer_section_docs, layer_sections
+from fastrl.layer import layer_section_docs, layer_sections
 from fastrl.schema import Config
+from fastrl.tables import choices_of, doc_of
 
 SUMMARY_CHARS = 80  # of a shipped config's header sentence in `fastrl configs`
 REFERENCE_PAGE_HEADER = """\
@@ -31,10 +32,10 @@ def field_docs(cls: type = Config, prefix: str = "") -> list[tuple[str, Any, str
     algorithm's name."""
     rows = []
     for key, default, field in _leaves(cls, prefix):
-        rows.append((key, default, field.metadata.get("doc", "")))
+        rows.append((key, default, doc_of(field.metadata)))
         if cls is Config and key == "algo.options":
             for name, options in algorithm_options():
-                rows += [(k, d, f"{name}: {f.metadata.get('doc', '')}") for k, d, f in _leaves(options, f"{key}.")]
+                rows += [(k, d, f"{name}: {doc_of(f.metadata)}") for k, d, f in _leaves(options, f"{key}.")]
     return rows
 
 
@@ -88,7 +89,7 @@ def reference_markdown() -> str:
 
 
 def _row(key: str, default: Any, f: dataclasses.Field) -> str:
-    return f"| `{key}` | `{_toml(default)}` | {_allowed(f)} | {_cell(f.metadata.get('doc', ''))} |"
+    return f"| `{key}` | `{_toml(default)}` | {_allowed(f)} | {_cell(doc_of(f.metadata))} |"
 
 
 def _sections(cls: type, prefix: str) -> list[tuple[str, type, str]]:
@@ -97,7 +98,7 @@ def _sections(cls: type, prefix: str) -> list[tuple[str, type, str]]:
     docs = layer_section_docs() if cls is Config else {}
     for name, tp, f in _tables(cls):
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-            doc = docs.get(name, "") if f is None else f.metadata.get("doc", "")
+            doc = docs.get(name, "") if f is None else doc_of(f.metadata)
             own = inspect.getdoc(tp) if tp.__doc__ and not tp.__doc__.startswith(tp.__name__ + "(") else ""
             text = ". ".join(s for s in (doc[:1].upper() + doc[1:], own) if s).rstrip(".") + "."
             out.append((f"{prefix}{name}", tp, _cell(text)))
@@ -120,8 +121,9 @@ def _toml(value: Any) -> str:
 def _allowed(f: dataclasses.Field) -> str:
     meta = f.metadata
     rules = []
-    if "choices" in meta:
-        rules.append(", ".join(f"`{_toml(c)}`" for c in meta["choices"]))
+    allowed = choices_of(meta)
+    if allowed is not None:
+        rules.append(", ".join(f"`{_toml(c)}`" for c in allowed))
     for rule, sign in (("min", ">="), ("min_exclusive", ">"), ("max", "<=")):
         if rule in meta:
             rules.append(f"{sign} {meta[rule]}")

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from fastrl.algos import registry
 from fastrl.errors import ConfigError
-from fastrl.modes import algorithm_error
+from fastrl.layer import check_layers
+from fastrl.modes import MODES, algorithm_error, get_mode
 from fastrl.registry import check_entry_points
 from fastrl.tables import AUTO
 
@@ -34,12 +35,8 @@ def validate(config: Config) -> None:
             f"(now {engine.actors} and {engine.executors})"
         )
     _validate_algorithm(config)
-    if engine.mode == "gala":
-        _validate_gala(config)
-    elif engine.learners != 1:
-        raise ConfigError(
-            f"engine.learners = {engine.learners} needs engine.mode = 'gala' (the other modes have one learner)"
-        )
+    _validate_mode(config)
+    check_layers(config)
 
 
 LAUNCH_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")  # what torchrun tells every process it starts
@@ -65,10 +62,6 @@ def _validate_algorithm(config: Config) -> None:
         raise ConfigError(
             f"algo.normalize_returns = true is implemented for algo.name = {_either(takers)}, not {name!r}"
         )
-    if config.algo.normalize_rewards and not algorithm.learns:
-        raise ConfigError(
-            f"algo.normalize_rewards = true needs a learning algorithm: algo.name = {name!r} trains on no reward"
-        )
     problem = algorithm.check(config) if algorithm.check is not None else None
     if problem:
         raise ConfigError(problem)
@@ -79,20 +72,15 @@ def _either(names) -> str:
     return " or ".join(repr(n) for n in names)
 
 
-def _validate_gala(config: Config) -> None:
-    engine = config.engine
-    if engine.learners * launch_size() < 2:
+def _validate_mode(config: Config) -> None:
+    """``engine.learners`` against the mode, and the mode's own checks."""
+    mode, learners = get_mode(config.engine.mode), config.engine.learners
+    if learners != 1 and not mode.learners:
+        many = [m.name for m in MODES.values() if m.learners]
         raise ConfigError(
-            "engine.mode = 'gala' needs engine.learners >= 2 (the number of gossiping agents; under "
-            "torchrun engine.learners is per rank, and one per rank is enough)"
+            f"engine.learners = {learners} needs engine.mode = {_either(many) or 'a mode of many learners'} "
+            f"(engine.mode = {mode.name!r} has one learner)"
         )
-    if engine.envs % engine.learners:
-        raise ConfigError(
-            f"engine.envs = {engine.envs} must be a multiple of engine.learners = {engine.learners}: "
-            "each gala agent owns an equal share of the envs"
-        )
-    if engine.serial:
-        raise ConfigError(
-            "engine.serial = true cannot run gala: its learners wait on each other's messages, "
-            "so they need processes of their own"
-        )
+    problem = mode.check(config) if mode.check is not None else None
+    if problem:
+        raise ConfigError(problem)

@@ -22,6 +22,7 @@ from fastrl.envs.actions import ActionSpec
 from fastrl.envs.base import EnvAdapter
 from fastrl.envs.gym import EnvOutputError, GymEnv, UnsupportedEnvError
 from fastrl.envs.obs_layout import ObsLayout
+from fastrl.errors import ConfigError
 from fastrl.registry import Registry, RegistryError
 from fastrl.schema import EnvConfig
 
@@ -256,9 +257,25 @@ for _order, _backend in (
     register_env_backend(_backend, order=_order)
 
 
-def probe_env(config: EnvConfig) -> EnvInfo:
-    """Build one env in the main process to size the buffers and validate the id before workers start."""
-    env = make_env(config)
+def probe_env(config: EnvConfig, mode: str | None = None) -> EnvInfo:
+    """Build one env in the main process to size the buffers and validate the id before workers start.
+
+    With the run's ``mode`` (``engine.mode``) its backend is checked against the run too: one that steps env groups
+    together (``EnvBackend.make_group``) keeps their envs in lockstep, which only the barrier modes take, where every
+    env steps the same rollout (unless each group is one env's agents, which fill their slots together in any mode);
+    and it cannot reset one env of a failed group."""
+    backend = backend_for(config)
+    if mode is not None and backend.make_group is not None:
+        if mode not in ("sync", "hts") and not backend.group_is_one_env:
+            raise ConfigError(
+                f"env.backend = {backend.name!r} steps each env group together, which needs every env on the same "
+                f"rollout: engine.mode = 'sync' or 'hts' (got {mode!r})"
+            )
+        if config.on_error != "raise":
+            raise ConfigError(
+                f"env.backend = {backend.name!r} cannot reset one env of a failed group: set env.on_error = 'raise'"
+            )
+    env = backend.make(config, 0)
     try:
         try:
             env.probe()  # the full check of a user's env; compiles the Atari frame kernels

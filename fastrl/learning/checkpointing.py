@@ -118,7 +118,7 @@ class Checkpointing:
 
     def _begin_checkpoint(self, kind: str, resume_state: dict | None) -> None:
         """The envs are parked at this barrier: ask the executors for their env states, write when all are in."""
-        exact = not self.spec.gala  # gala's learners are at different rollouts: no env-state barrier
+        exact = not self.spec.independent  # its learners are at different rollouts: no env-state barrier
         self.pending_checkpoint = (self.rollout, self._checkpoint(kind, resume_state, exact))
         self.last_checkpoint = (time.monotonic(), self.pending_checkpoint[1]["frames"])  # run-ahead plans on it now
         self.time_due = False
@@ -131,7 +131,7 @@ class Checkpointing:
         assert self.pending_checkpoint is not None, "a checkpoint completes only once begun"
         rollout, checkpoint = self.pending_checkpoint
         executors = resolved_int(self.spec.config.engine.executors, "engine.executors")
-        if not self.spec.gala and not self.control.env_saved(range(executors), rollout):
+        if not self.spec.independent and not self.control.env_saved(range(executors), rollout):
             if timeout > 0:
                 time.sleep(min(timeout, 0.002))  # the executors answer within one poll
             return False

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fastrl.layers import Layer, layers_with, register_layer
+from fastrl.layer import Layer, layers_with, register_layer
 
 if TYPE_CHECKING:
     import torch

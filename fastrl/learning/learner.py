@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from fastrl.algos.registry import is_built_in, load_algorithm, metric_keys
-from fastrl.algos.update_rule import Update
+from fastrl.algos.registry import is_built_in
+from fastrl.algos.update_rule import Losses, Update
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock, Flag, Stat
 from fastrl.buffers.device_storage import Uploads
@@ -60,14 +60,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Learner", "NonFiniteError"]
 
-# the losses every rule reports, and PPO's diagnostics: their stats columns (an algorithm's own: metric_keys)
-LOSS_COLUMNS = {
-    "policy_loss": Stat.POLICY_LOSS,
-    "value_loss": Stat.VALUE_LOSS,
-    "entropy": Stat.ENTROPY,
-    "clip_fraction": Stat.CLIP_FRACTION,
-    "approx_kl": Stat.APPROX_KL,
-}
+# the losses every rule reports: the core's columns (an algorithm's own metrics have theirs by name: metric_column)
+LOSS_COLUMNS = {"policy_loss": Stat.POLICY_LOSS, "value_loss": Stat.VALUE_LOSS, "entropy": Stat.ENTROPY}
 
 
 class Learner(TrainerAssembly, Checkpointing):
@@ -106,7 +100,7 @@ class Learner(TrainerAssembly, Checkpointing):
         self.share = spec.learners * spec.rank_count  # gala, ranks: the frames are split in equal shares
         self.total_frames = config.run.total_frames
         self.frame_budget = self.total_frames // self.share
-        directory = f"{spec.checkpoint_dir}/learner-{index}" if spec.gala else spec.checkpoint_dir
+        directory = f"{spec.checkpoint_dir}/learner-{index}" if spec.independent else spec.checkpoint_dir
         self.store = CheckpointStore(directory, config.run.keep_checkpoints)
         self.pending_checkpoint: tuple[int, dict] | None = None  # waiting for the executors' env states
         self.last_checkpoint = (time.monotonic(), 0)  # (time, frames)
@@ -115,8 +109,6 @@ class Learner(TrainerAssembly, Checkpointing):
         self.finishing = self.time_due = False  # agreed at the last barrier, by every rank (see _agree)
         self.cohort = join_cohort(spec, self.device)  # the other ranks' learners (torchrun), or Solo
         self.rule, self.optimizer, self.step = self._trainer(self.model, self.stats)
-        self.stats[Stat.CLIP] = self.rule.clip  # its clip range before the first update (PPO's options.clip)
-        self.metric_columns = metric_keys(load_algorithm(self.algo.name))  # its own metrics' stats columns
         self.uploads = Uploads(self.device)  # each update's storage reaches the device once
         # the layers' parts in the barrier (fastrl.learning.extensions)
         self.extensions = extensions_for(self)
@@ -127,6 +119,7 @@ class Learner(TrainerAssembly, Checkpointing):
         self.rule.warm_up(zeros)
         if not is_built_in(self.algo.name):  # its contract held before anything starts, not at its first update
             check_rule_contract(self.rule, zeros, self._column, self.algo.name)
+        self._report(self.rule.scheduled_metrics())  # what its own schedules start at, shown before an update
         if spec.resume is not None:
             self._restore(load_checkpoint(spec.resume.checkpoint))
         # room for the state a full disk would leave unsaved; x3: the optimizer's moments come with the first step
@@ -201,23 +194,29 @@ class Learner(TrainerAssembly, Checkpointing):
         ``env_ids``: the env of each slot (async batches; default: the learner's envs in order). The extensions see
         the storage first, in their order: each may read it, or hand on a copy or some of its rows."""
         self._schedule_loss_weights()
+        self._report(self.rule.scheduled_metrics())
         for extension in self.extensions:
             storage = extension.before_learning(storage, rollout, env_ids)
         with self.step.update(self.rule.trained, rollout):  # checked as it goes, or at its end (on a GPU)
             losses = self.rule.learn(self.uploads.of(storage), rollout)
-        for key, value in losses.items():
-            self.stats[self._column(key)] = value
+        self._report(losses)
         for extension in self.extensions:
             extension.learned()
 
+    def _report(self, figures: Losses) -> None:
+        """A rule's loss terms and metrics, by name, into their columns of the stats row (the metrics lines')."""
+        for key, value in figures.items():
+            self.stats[self._column(key)] = value
+
     def _column(self, key: str) -> int:
         """The stats column of a loss term or of a metric the algorithm registered, by its name."""
+        columns = self.control.metric_columns  # the registration's metrics, as the run's plan placed them
         try:
-            return LOSS_COLUMNS[key] if key in LOSS_COLUMNS else self.metric_columns[key]
+            return LOSS_COLUMNS[key] if key in LOSS_COLUMNS else columns[key]
         except KeyError:
             raise RuntimeError(
                 f"algorithm {self.algo.name!r}'s rule reported the metric {key!r}, which its registration does not "
-                f"name (metrics = {tuple(self.metric_columns)})"
+                f"name (metrics = {tuple(columns)})"
             ) from None
 
     def advance(self) -> None:

@@ -115,10 +115,9 @@ class TrainerAssembly:
         return lr
 
     def _schedule_loss_weights(self) -> None:
-        """``algo.entropy_schedule`` and the rule's own schedules (PPO's ``algo.options.clip_schedule``), by frames
-        learned so far: the bonus and the clip range of the rule's next loss."""
+        """``algo.entropy_schedule`` and the rule's own schedules, by frames learned so far: the bonus and what
+        else the rule's next loss weighs by (what the rule scheduled is reported as its ``scheduled_metrics``)."""
         frames = float(self.stats[Stat.FRAMES])
         self.rule.entropy_coef = schedules.entropy_coef(self.algo, frames, self.total_frames, self.share)
         self.rule.schedule(frames, self.total_frames, self.share)
         self.stats[Stat.ENTROPY_COEF] = self.rule.entropy_coef
-        self.stats[Stat.CLIP] = self.rule.clip

@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from fastrl.devices import device_kind
 from fastrl.envs.actions import BOX
 from fastrl.models.initialisation import weights_loaded_next
 from fastrl.models.registry import build_model
-from fastrl.schema import resolved_bool
+from fastrl.schema import AUTO, resolved_bool
 
 if TYPE_CHECKING:
     from fastrl.envs import EnvInfo
@@ -21,10 +20,12 @@ if TYPE_CHECKING:
 
 def build_policy(env_info: EnvInfo, config: Config, device: torch.device | str | None = None) -> torch.nn.Module:
     """``config.model`` for ``env_info``'s observations and actions (on the CPU; ``device`` only decides
-    what ``model.precision = 'auto'`` picks, by default the learners' ``engine.device``, so that actors
-    and learners compute in one precision wherever each runs)."""
+    what ``model.precision = 'auto'`` picks, by default the learners' ``engine.device`` as the run placed it
+    (``fastrl.devices.resolve_devices``), so that actors and learners compute in one precision wherever each runs)."""
     model = config.model
-    device = torch.device(device_kind(config.engine.device) if device is None else device)
+    if device is None and config.engine.device == AUTO:
+        raise ValueError("build_policy: engine.device = 'auto' is placed first (fastrl.devices.resolve_devices)")
+    device = torch.device(config.engine.device if device is None else device)
     action = env_info.action
     assert action is not None, "EnvInfo fills in its action spec (Discrete(n_actions) by default)"
     normalize_obs = resolved_bool(model.normalize_obs, "model.normalize_obs")

@@ -34,6 +34,7 @@ ModelFactory = Callable[..., nn.Module]
 
 _IMAGE_MODELS: dict[str, type[nn.Module]] = {"nature": NatureCNN, "shallow": ShallowCNN, "impala": ImpalaResNet}
 _HIDDEN_MODELS: dict[str, type[nn.Module]] = {"mlp": MLPPolicy, "multi": MultiInputPolicy, "board": BoardPolicy}
+_BUILTIN_CLASSES: dict[str, type[nn.Module]] = {**_HIDDEN_MODELS, **_IMAGE_MODELS, "random": UniformPolicy}
 # the Nature CNN's 8x8/4, 4x4/2 and 3x3/1 convolutions need images of at least 36x36; "auto" gives smaller
 # ones the IMPALA ResNet, whose padded 3x3 convolutions and pools fit any size (a 7x7 view: 4, 2, 1)
 NATURE_MIN_SIZE = 36
@@ -105,51 +106,79 @@ def build_model(
     n_actions = int(n_actions)
     if kwargs is not None and not isinstance(kwargs, dict):
         raise ValueError(f"model {name!r}: kwargs must be a dict, got {type(kwargs).__name__}")
-    kw = dict(kwargs or {})
-    builtin_kw = {
-        key: True for key, on in (("normalize_obs", normalize_obs), ("normalize_value", normalize_value)) if on
-    }
-    head_kw: dict[str, bool | int] = {"gaussian": True} if gaussian else {}  # only the built-in heads need telling
-    if gaussian and mask_part(obs_layout) is not None:
-        raise ValueError(f"model {name!r}: an action_mask part masks logits, and Box (Gaussian) actions have none")
     if isinstance(lstm, bool) or not isinstance(lstm, (int, np.integer)) or lstm < 0:
         raise ValueError(f"model {name!r}: lstm must be an int >= 0 (0: feed-forward), got {lstm!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"model {name!r}: precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}"
+        )
+    kw = dict(kwargs or {})
+    resolved, make = _resolve(name, shape, kw, obs_layout)  # once, up front: what the name builds here ...
+    computes_in = resolve_precision(precision, torch.device(device))  # ... and in which precision, given a choice
+    if gaussian and mask_part(obs_layout) is not None:
+        raise ValueError(f"model {name!r}: an action_mask part masks logits, and Box (Gaussian) actions have none")
+    # the built-ins' own keywords asked for: their normalisers, and their heads (only the built-in heads need telling)
+    flags: dict[str, bool | int] = {
+        key: True for key, on in (("normalize_obs", normalize_obs), ("normalize_value", normalize_value)) if on
+    }
+    if gaussian:
+        flags["gaussian"] = True
     if lstm:
-        head_kw["lstm"] = int(lstm)
+        flags["lstm"] = int(lstm)
+    model = _construct(name, resolved, make, shape, n_actions, list(hidden), kw, flags, obs_layout)
+    _set_precision(name, model, precision, computes_in)
+    check_interface(name, model, shape, dtype, n_actions)
+    return attach_action_mask(model, obs_layout, n_actions)
 
-    packed = obs_layout is not None and obs_layout.packed
+
+def _resolve(name: str, shape: tuple[int, ...], kw: dict, layout: Any) -> tuple[str, ModelFactory]:
+    """What ``name`` builds for observations of ``shape``, resolved once: the built-in's own name with its class
+    (``"auto"`` chooses one, and the trunk of the ``"multi"`` it chooses, in ``kw``), or ``"custom"`` with the factory
+    registered under ``name`` or imported from its ``"package.module:factory"``."""
+    packed = layout is not None and layout.packed
     resolved = name
     if name == "auto":
         resolved = "multi" if packed else _auto_image_model(shape[1:]) if len(shape) == 3 else "mlp"
         if resolved == "multi" and "cnn" not in kw:
-            kw["cnn"] = _auto_image_model(_image_hw(obs_layout))
+            kw["cnn"] = _auto_image_model(_image_hw(layout))
     if packed and resolved in ("mlp", *_IMAGE_MODELS):
         raise ValueError(
             f"model {name!r} cannot read these observations: a Dict with an image is stored as one packed "
             "uint8 row (fastrl.envs.obs_layout); use model.name = 'multi' (or 'auto')"
         )
-    model = _construct(name, resolved, shape, n_actions, list(hidden), kw, {**builtin_kw, **head_kw}, obs_layout)
-    _set_precision(name, model, precision, torch.device(device))
-    check_interface(name, model, shape, dtype, n_actions)
-    return attach_action_mask(model, obs_layout, n_actions)
+    if resolved in _BUILTIN_CLASSES:
+        return resolved, _BUILTIN_CLASSES[resolved]
+    factory = _import_factory(name) if ":" in name else MODELS.find(name)
+    if factory is None:
+        raise ValueError(f"unknown model {name!r}; {_allowed()}")
+    return "custom", factory
 
 
 def _construct(
-    name: str, resolved: str, shape: tuple[int, ...], n_actions: int, hidden: list, kw: dict, flags: dict, layout: Any
+    name: str,
+    resolved: str,
+    make: ModelFactory,
+    shape: tuple[int, ...],
+    n_actions: int,
+    hidden: list,
+    kw: dict,
+    flags: dict,
+    layout: Any,
 ) -> nn.Module:
-    """The model ``resolved`` names (``name`` as the user wrote it, for messages): ``kw`` are the user's
-    ``model.kwargs``, ``flags`` the built-ins' own keywords asked for (``normalize_obs``, ``gaussian``, ``lstm``...)."""
+    """The model ``make`` builds, as ``_resolve`` found it for ``name`` (as the user wrote it, for messages): ``kw``
+    are the user's ``model.kwargs``, ``flags`` the built-ins' own keywords asked for (``normalize_obs``,
+    ``gaussian``, ``lstm``...)."""
     if resolved in _HIDDEN_MODELS:
         with_layout = {} if resolved == "mlp" else {"obs_layout": layout}
         own = {"hidden": hidden, **with_layout, **kw, **flags}
-        return _build_builtin(name, _HIDDEN_MODELS[resolved], shape, n_actions, own, "hidden")
+        return _build_builtin(name, make, shape, n_actions, own, "hidden")
     if resolved in _IMAGE_MODELS:
         if len(shape) != 3:
             raise ValueError(
                 f"model {name!r} is an image model and needs a 3-D observation [C, H, W]; "
                 f"got obs_shape {shape}; use 'mlp' or 'auto' for flat observations"
             )
-        return _build_builtin(name, _IMAGE_MODELS[resolved], shape, n_actions, {**kw, **flags}, None)
+        return _build_builtin(name, make, shape, n_actions, {**kw, **flags}, None)
     if {"normalize_obs", "normalize_value"} & flags.keys():
         raise ValueError(
             f"model.normalize_obs and algo.normalize_returns are for the built-in 'mlp', 'multi', "
@@ -162,11 +191,8 @@ def _construct(
             f"{name!r} is feed-forward: set model.lstm = 0"
         )
     if resolved == "random":
-        return UniformPolicy(shape, n_actions)
-    factory = _import_factory(name) if ":" in name else MODELS.find(name)
-    if factory is None:
-        raise ValueError(f"unknown model {name!r}; {_allowed()}")
-    return _call_factory(name, factory, shape, n_actions, _with_layout(factory, kw, layout))
+        return make(shape, n_actions)
+    return _call_factory(name, make, shape, n_actions, _with_layout(make, kw, layout))
 
 
 def _auto_image_model(hw: Sequence[int]) -> str:
@@ -190,13 +216,11 @@ def _with_layout(factory: ModelFactory, kw: dict, obs_layout: Any) -> dict:
     return {**kw, "obs_layout": obs_layout} if takes else kw
 
 
-def _set_precision(name: str, model: nn.Module, precision: str, device: torch.device) -> None:
-    if precision not in PRECISIONS:
-        raise ValueError(
-            f"model {name!r}: precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}"
-        )
+def _set_precision(name: str, model: nn.Module, precision: str, computes_in: str) -> None:
+    """``computes_in`` (``precision`` resolved for the device) for a model with ``set_precision``; bf16 asked
+    for a model without one is refused."""
     if hasattr(model, "set_precision"):
-        model.set_precision(resolve_precision(precision, device))
+        model.set_precision(computes_in)
     elif precision == "bf16":
         raise ValueError(
             f"model.precision = 'bf16' is for models with a set_precision method (the built-in "
@@ -229,7 +253,7 @@ def _torch_dtype(name: str, obs_dtype: Any) -> torch.dtype:
 
 
 def _build_builtin(
-    name: str, cls: type, shape: tuple[int, ...], n_actions: int, kw: dict, own: str | None
+    name: str, cls: ModelFactory, shape: tuple[int, ...], n_actions: int, kw: dict, own: str | None
 ) -> nn.Module:
     try:
         return cls(obs_shape=shape, n_actions=n_actions, **kw)

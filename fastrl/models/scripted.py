@@ -1,7 +1,7 @@
 """Scripted players as policy networks, for the self-play pool's training games (``selfplay.scripted``).
 
 A scripted opponent plays the opponent rows of ``selfplay.scripted_share`` of the games, beside the pool's
-snapshots (``fastrl.multiagent.selfplay``): the actors forward its rows as they forward a snapshot's and sample its
+snapshots (``fastrl.layers.selfplay.pool``): the actors forward its rows as they forward a snapshot's and sample its
 logits with the executors' random numbers, so a run with one stays bit-identical across layouts. It is a network
 without parameters: ``forward(obs) -> (logits [B, n_actions], value [B])`` on the engine's observation rows (the
 flat float32 row of a Dict observation, ``fastrl.envs.obs_layout``), its logits masked by the observation's

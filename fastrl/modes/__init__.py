@@ -4,33 +4,36 @@ the learner's steps run. One module per mode, each owning its flags and its sche
 - ``sync``          lockstep, learn after every rollout (lag 0)
 - ``hts``           two storages, the delayed gradient, envs run ahead (lag 1)
 - ``asynchronous``  ``async``: free/full queues of slots, no barrier (measured lag)
-- ``gala``          n learners, each on ``sync`` or ``hts`` (composed from them), gossiping
+
+A layer registers a mode of its own with ``register_mode`` (GALA's gossip: ``fastrl.layers.gossip.mode``).
 
 All modes use the same trajectory slots. A barrier mode (sync, hts) gives every env
 ``storages`` slots; rollout j of env e goes to slot ``(j % storages) * envs + e``, so a storage
 (all envs' slots of one rollout) is contiguous and the learner reads it as a view.
 
-The values of ``engine.mode`` and ``gala.base`` are the schema's (``fastrl.schema.MODE_NAMES`` and
-``GALA_BASES``); this module maps each to the mode that carries it out. Which algorithms each learns with follows
-from the policy lags of its data and each algorithm's registration (``fastrl.algos.registry``).
+The values of ``engine.mode`` are the registered modes' names (``MODES``). Which algorithms each learns with follows
+from the policy lags of its data, the mode's own ``takes`` and each algorithm's registration
+(``fastrl.algos.registry``).
 """
 
 from __future__ import annotations
 
 from fastrl.algos import registry
-from fastrl.modes import asynchronous, gala, hts, sync
+from fastrl.modes import asynchronous, hts, sync
 from fastrl.modes.base import BarrierSteps, Mode, ModeSpec, Schedule
 from fastrl.registry import Registry, RegistryError
-from fastrl.schema import GALA_BASES, MODE_NAMES
 
 MODES: Registry[Mode] = Registry("mode", check=lambda name, mode: None if isinstance(mode, Mode) else "not a Mode")
-for _mode in (sync.MODE, hts.MODE, asynchronous.MODE, gala.MODE):
-    MODES.register(_mode.name, _mode)
-if MODES.names() != MODE_NAMES or tuple(gala.BASES) != GALA_BASES:
-    raise ImportError(
-        f"fastrl.modes carries out engine.mode = {MODES.names()} and gala.base = {tuple(gala.BASES)}; "
-        f"the schema's values are {MODE_NAMES} and {GALA_BASES} (fastrl.schema.engine)"
-    )
+
+
+def register_mode(mode: Mode, *, replace: bool = False) -> Mode:
+    """Make ``mode`` a value of ``engine.mode``; returns it."""
+    MODES.register(mode.name, mode, replace=replace)
+    return mode
+
+
+for _mode in (sync.MODE, hts.MODE, asynchronous.MODE):
+    register_mode(_mode)
 
 __all__ = [
     "MODES",
@@ -43,6 +46,7 @@ __all__ = [
     "default_algorithm",
     "get_mode",
     "mode_of",
+    "register_mode",
 ]
 
 
@@ -58,11 +62,11 @@ def mode_of(config) -> ModeSpec:
 
 
 def takes(mode: Mode, algorithm: registry.Algorithm) -> bool:
-    """Whether ``mode`` learns with ``algorithm``: it learns at one of the mode's policy lags (gala's agents: one
-    registered as a GALA agent's rule); collecting without learning goes anywhere."""
+    """Whether ``mode`` learns with ``algorithm``: it learns at one of the mode's policy lags and the mode's own
+    ``takes`` allows it; collecting without learning goes anywhere."""
     if not algorithm.learns:
         return True
-    if mode.gossip and not algorithm.gala:
+    if mode.takes is not None and not mode.takes(algorithm):
         return False
     return any(lag in algorithm.lags for lag in mode.lags)
 

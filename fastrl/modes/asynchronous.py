@@ -24,4 +24,10 @@ from __future__ import annotations
 from fastrl.modes.base import Mode, ModeSpec
 
 SPEC = ModeSpec("async", storages=0, policy_lag=None, lockstep=False, queued=True)
-MODE = Mode("async", (None,), "V-trace corrects its lag", lambda config: SPEC)
+MODE = Mode(
+    "async",
+    (None,),
+    "V-trace corrects its lag",
+    lambda config: SPEC,
+    summary="IMPALA: no barrier, measured lag; nondeterministic by nature",
+)

@@ -72,6 +72,9 @@ class ModeSpec:
     queued: bool = False  # slots circulate through free/full queues, no barrier (IMPALA)
     run_ahead: bool = False  # an env that finished rollout j starts j+1 before the barrier of j (hts)
     schedule: Schedule | None = None  # the learner's steps at a barrier; None: no barrier (queued)
+    # its learners step on their own (each at its own rollout, on its own share of the envs): each keeps its own
+    # checkpoints, no checkpoint waits for every env's state, the run cannot resume, the metrics have a line each
+    independent: bool = False
 
     @property
     def weight_slots(self) -> int:
@@ -95,4 +98,11 @@ class Mode:
     lags: tuple[int | None, ...]  # the policy lags of its data: an algorithm learns here if it learns at one
     because: str  # why those, for the message that refuses another
     spec_of: Callable[[Any], ModeSpec]  # config -> the run's ModeSpec (gala composes it with its base)
-    gossip: bool = False  # gala: its learners are GALA agents, learning with an algorithm registered as one
+    learners: bool = False  # runs engine.learners > 1 (every other mode has one learner)
+    # which registered algorithms it learns with, of those learning at one of its lags; None: all of them
+    takes: Callable[[Any], bool] | None = None
+    check: Callable[[Any], str | None] | None = None  # its cross-key checks on the Config: the error, or None
+    # (spec, [(path, checkpoint) of each learner], store) -> None: an independent mode's checkpoint of the whole
+    # run from its learners' last (``fastrl.process.last_checkpoint``); None: the learners' own alone
+    combine_learners: Callable[..., None] | None = None
+    summary: str = ""  # one line for engine.mode's entry of the config reference

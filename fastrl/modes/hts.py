@@ -40,4 +40,10 @@ class RunAhead(Schedule):
 
 
 SPEC = ModeSpec("hts", storages=2, policy_lag=1, lockstep=False, run_ahead=True, schedule=RunAhead())
-MODE = Mode("hts", (1,), "lag 1: the delayed gradient, or PPO's clipped ratio", lambda config: SPEC)
+MODE = Mode(
+    "hts",
+    (1,),
+    "lag 1: the delayed gradient, or PPO's clipped ratio",
+    lambda config: SPEC,
+    summary="two storages, lag 1",
+)

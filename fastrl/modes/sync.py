@@ -20,4 +20,4 @@ class Lockstep(Schedule):
 
 
 SPEC = ModeSpec("sync", storages=1, policy_lag=0, lockstep=True, schedule=Lockstep())
-MODE = Mode("sync", (0,), "on-policy: lag 0", lambda config: SPEC)
+MODE = Mode("sync", (0,), "on-policy: lag 0", lambda config: SPEC, summary="lockstep, lag 0")

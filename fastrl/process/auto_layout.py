@@ -1,9 +1,10 @@
 """``engine.executors / actors / inline_actors / learner_threads / micro_batch = "auto"``: the process layout
 chosen for the machine.
 
-Resolved once, in the main process, before anything starts (``plan_run``, after ``fastrl.devices`` placed
-the learners and actors); the run directory's ``config.toml`` then holds the numbers, so the run repeats
-anywhere. The rules are those the docs/tuning.md measured (2 cores, Pong hts, 16 envs):
+Resolved once, in the main process, before anything starts (``plan_run``), for a config whose learners and
+actors ``fastrl.devices`` placed already (``resolve_devices``); the run directory's ``config.toml`` then holds
+the numbers, so the run repeats anywhere. The rules are those the docs/tuning.md measured (2 cores, Pong hts,
+16 envs):
 
 - **Actors on the CPU** (no GPU, or ``engine.actor_device = "cpu"``): one executor per core given to
   stepping, each running its envs' forward inline (``actors = executors``): 2 executors with inline
@@ -41,7 +42,6 @@ import os
 from dataclasses import dataclass
 
 from fastrl.config import AUTO, Config, EngineConfig, validate
-from fastrl.devices import resolved_engine
 
 log = logging.getLogger(__name__)
 
@@ -83,20 +83,16 @@ class Layout:
 
 def is_resolved(engine: EngineConfig) -> bool:
     keys = (engine.executors, engine.actors, engine.inline_actors, engine.learner_threads, engine.micro_batch)
-    return AUTO not in keys and AUTO not in (engine.device, engine.actor_device)
-
-
-def placed(engine: EngineConfig, machine: Machine) -> EngineConfig:
-    """``engine`` with its devices resolved for ``machine`` (``fastrl.devices``); as it is when they were."""
-    return resolved_engine(engine, machine.cuda)
+    return AUTO not in keys
 
 
 def choose_learner_threads(engine: EngineConfig, machine: Machine, image_model: bool = True) -> int:
-    """``engine.learner_threads``: as given, or chosen for ``machine`` (see the field's doc); ``image_model``:
-    the run's policy is a built-in CNN (an MLP's step is too small to split: 2 threads ran Hopper 5x slower)."""
+    """``engine.learner_threads``: as given, or chosen for ``machine`` (see the field's doc) and the devices
+    ``engine`` placed; ``image_model``: the run's policy is a built-in CNN (an MLP's step is too small to split:
+    2 threads ran Hopper 5x slower)."""
     if not isinstance(engine.learner_threads, str):  # given: a number, not "auto"
         return engine.learner_threads
-    if not image_model or placed(engine, machine).device == "cuda":
+    if not image_model or engine.device == "cuda":
         return 1  # too little to split, or the GPU computes and a thread feeds it
     if machine.cores <= SHARED_LEARNER_CORES:  # measured on 2 cores: sharing the executors' cores pays
         return max(1, machine.cores // engine.learners)
@@ -105,8 +101,9 @@ def choose_learner_threads(engine: EngineConfig, machine: Machine, image_model: 
 
 
 def choose_layout(engine: EngineConfig, machine: Machine, agents: int = 1) -> Layout:
-    """The layout for ``engine`` on ``machine``: explicit keys kept, "auto" ones chosen by the rules above.
-    ``agents``: rows per env (a multi-agent env's rows stay in one executor, so there are envs / agents to share)."""
+    """The layout for ``engine`` (its devices placed) on ``machine``: explicit keys kept, "auto" ones chosen by the
+    rules above. ``agents``: rows per env (a multi-agent env's rows stay in one executor, so there are envs / agents
+    to share)."""
     units = max(1, engine.envs // agents)
     if engine.serial:  # "auto" (the only string these keys take) gives 1 executor and 1 actor, not inline
         return Layout(
@@ -114,7 +111,7 @@ def choose_layout(engine: EngineConfig, machine: Machine, agents: int = 1) -> La
             engine.actors if not isinstance(engine.actors, str) else 1,
             engine.inline_actors if not isinstance(engine.inline_actors, str) else False,
         )
-    gpu = placed(engine, machine).actor_device == "cuda"  # the actor processes drive a GPU
+    gpu = engine.actor_device == "cuda"  # the actor processes drive a GPU
     inline = engine.inline_actors
     if isinstance(inline, str):  # "auto": an explicit actors count asks for actor processes, as it did before "auto"
         inline = not gpu and isinstance(engine.actors, str)
@@ -159,11 +156,11 @@ def _balanced(cores: int, envs: int) -> int:
 
 
 def choose_micro_batch(engine: EngineConfig, machine: Machine, image_model: bool = True) -> int:
-    """``engine.micro_batch``: as given, or chosen for where the actors compute and the model (see the module's
-    doc); ``image_model``: the run's policy is a built-in image model."""
+    """``engine.micro_batch``: as given, or chosen for where ``engine`` placed the actors and the model (see the
+    module's doc); ``image_model``: the run's policy is a built-in image model."""
     if not isinstance(engine.micro_batch, str):  # given: a number, not "auto"
         return engine.micro_batch
-    if placed(engine, machine).actor_device == "cuda":
+    if engine.actor_device == "cuda":
         rows = -(-engine.envs // engine.learners)  # a learner's envs: the most one lockstep batch holds
         return min(MAX_GPU_MICRO_BATCH, -(-rows // 8) * 8)
     return CPU_IMAGE_MICRO_BATCH if image_model else CPU_MICRO_BATCH
@@ -176,18 +173,19 @@ def resolve_layout(
     agents: int = 1,
     split_learner: bool | None = None,
 ) -> Config:
-    """``config`` with its devices placed and its "auto" layout keys chosen for ``machine`` (default: this
-    one), checked again; ``image_model``: whether the run's policy is a built-in CNN (``choose_micro_batch``, and
-    ``choose_learner_threads`` unless ``split_learner`` says whether its step is worth threads: any convolutional
-    model's is); ``agents``: the env's agents, each a row (``choose_layout``).
+    """``config``, its devices placed (``fastrl.devices.resolve_devices``), with its "auto" layout keys chosen for
+    ``machine`` (default: this one), checked again; ``image_model``: whether the run's policy is a built-in CNN
+    (``choose_micro_batch``, and ``choose_learner_threads`` unless ``split_learner`` says whether its step is
+    worth threads: any convolutional model's is); ``agents``: the env's agents, each a row (``choose_layout``).
 
     A config without "auto" keys comes back unchanged (the same object).
     """
     engine = config.engine
+    if AUTO in (engine.device, engine.actor_device):
+        raise ValueError("resolve_layout: the devices are placed first (fastrl.devices.resolve_devices)")
     if is_resolved(engine):
         return config
     machine = machine or Machine.detect()
-    engine = placed(engine, machine)
     layout = choose_layout(engine, machine, agents)
     splits = image_model if split_learner is None else split_learner
     engine = dataclasses.replace(

@@ -47,7 +47,7 @@ PRELOAD = (
     "fastrl.sampling.actor",
     "fastrl.sampling.executor",
     "fastrl.sampling.inline",
-    "fastrl.builtin_layers",  # fastrl's own layers, registered once here rather than in every worker
+    "fastrl.layers.builtin",  # fastrl's own layers, registered once here rather than in every worker
     "fastrl.process.server_kernels",  # the numba kernels, loaded once here rather than in every worker
     "fastrl.process.server_freeze",  # last: what the modules above made is never walked by a worker's collector
 )

@@ -5,9 +5,9 @@ marks itself ``Done.SAVED``. When it could not (killed, stuck, or a forced stop)
 writes one from the weights the learner last published into the shared parameter buffer:
 parameters, counters and the config, no optimizer state (a resumed run starts a fresh one).
 
-``gala``: the same for each learner in ``checkpoints/learner-<i>/``; then ``checkpoints/latest.pt``
-gets the average of the learners' last parameters (``model``), with a ``gala`` entry naming the
-learners' own checkpoints. ``fastrl eval --params average|learner-<i>`` picks between them.
+A mode of independent learners (``ModeSpec.independent``): the same for each learner in
+``checkpoints/learner-<i>/``; then its mode makes the run's ``checkpoints/latest.pt`` of them
+(``Mode.combine_learners``; gala: their average, ``fastrl.layers.gossip.checkpoint``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Done, Stat
+from fastrl.modes import get_mode
 from fastrl.process.faults import Outcome
 from fastrl.runs.checkpoint import CheckpointStore, build_checkpoint, load_checkpoint
 from fastrl.runs.run_dir import RunDir
@@ -30,9 +31,9 @@ def ensure_checkpoint(spec: RunSpec, buffers: RunBuffers, run_dir: RunDir, allow
     store = CheckpointStore(spec.checkpoint_dir, spec.config.run.keep_checkpoints)
     reason, unwritten = "the run was forced to stop before one was written", ""
     try:
-        if spec.gala:
+        if spec.independent:
             if allowed:
-                reason = _save_gala(spec, buffers, store) or reason
+                reason = _save_learners(spec, buffers, store) or reason
         elif allowed and not buffers.control.saved:
             reason = _save_from_shared_params(spec, buffers, store) or reason
     except OSError as exc:
@@ -46,10 +47,9 @@ def ensure_checkpoint(spec: RunSpec, buffers: RunBuffers, run_dir: RunDir, allow
     return Outcome(str(run_dir.path), str(store.latest), note, bool(checkpoint.get("exact")), unwritten=unwritten)
 
 
-def _save_gala(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore) -> str | None:
-    """Each learner's last good state (its own, or from its shared weights), then their average on top."""
-    import torch
-
+def _save_learners(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore) -> str | None:
+    """Independent learners: each one's last good state (its own, or from its shared weights), then what its mode
+    makes of them for the whole run (``Mode.combine_learners``: gala averages them)."""
     checkpoints = []
     for learner in range(spec.learners):
         own = CheckpointStore(f"{spec.checkpoint_dir}/learner-{learner}", spec.config.run.keep_checkpoints)
@@ -58,32 +58,9 @@ def _save_gala(spec: RunSpec, buffers: RunBuffers, store: CheckpointStore) -> st
         if not own.latest.exists():
             return f"learner-{learner} never published weights"
         checkpoints.append((own.latest, load_checkpoint(own.latest)))
-    models = [c["model"] for _, c in checkpoints]
-    average = {k: torch.stack([m[k].double() for m in models]).mean(0).to(models[0][k].dtype) for k in models[0]}
-    rollout = max(c["rollout"] for _, c in checkpoints)
-    state = {
-        "model": average,
-        "optimizer": None,
-        "version": min(c["version"] for _, c in checkpoints),
-        "rollout": rollout,
-        "updates": sum(c["updates"] for _, c in checkpoints),
-        "frames": sum(c["frames"] for _, c in checkpoints),
-    }
-    store.save(
-        build_checkpoint(
-            "gala-average",
-            state,
-            spec.config.to_dict(),
-            resume=None,
-            gala={
-                "learners": spec.learners,
-                "mixing": spec.config.gala.mixing,
-                "learner_checkpoints": [str(path.relative_to(store.directory)) for path, _ in checkpoints],
-                "learner_versions": [c["version"] for _, c in checkpoints],
-            },
-        ),
-        rollout,
-    )
+    combine = get_mode(spec.config.engine.mode).combine_learners
+    if combine is not None:
+        combine(spec, checkpoints, store)
     return None
 
 

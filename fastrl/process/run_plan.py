@@ -12,8 +12,8 @@ from fastrl.buffers import BufferPlan
 from fastrl.buffers.arena import ShmSpaceError, check_space
 from fastrl.buffers.slots import SlotShape
 from fastrl.config import Config, ConfigError
-from fastrl.envs import EnvInfo, probe_env
-from fastrl.layers import layer_stats, plan_layers
+from fastrl.envs.registry import EnvInfo, probe_env
+from fastrl.layer import layer_stats, plan_layers
 from fastrl.modes import mode_of
 from fastrl.process.machine_limits import check_address_space, check_cgroup_memory
 from fastrl.spec import WorkerIds
@@ -25,26 +25,6 @@ class RunPlan:
     buffers: BufferPlan
     env_info: EnvInfo
     config: Config  # "auto" layout keys resolved: what the run uses and its config.toml records
-
-
-def check_env_backend(config) -> None:
-    """A backend that steps env groups together (``EnvBackend.make_group``) keeps their envs in lockstep: only the
-    barrier modes, where every env steps the same rollout, take it (unless each group is one env's agents, which
-    fill their slots together in any mode); and a failed group step cannot reset one env."""
-    from fastrl.envs.registry import backend_for
-
-    backend = backend_for(config.env)
-    if backend.make_group is None:
-        return
-    if config.engine.mode not in ("sync", "hts") and not backend.group_is_one_env:
-        raise ConfigError(
-            f"env.backend = {backend.name!r} steps each env group together, which needs every env on the same "
-            f"rollout: engine.mode = 'sync' or 'hts' (got {config.engine.mode!r})"
-        )
-    if config.env.on_error != "raise":
-        raise ConfigError(
-            f"env.backend = {backend.name!r} cannot reset one env of a failed group: set env.on_error = 'raise'"
-        )
 
 
 def plan_run(config: Config, resuming: bool = False) -> RunPlan:
@@ -64,10 +44,10 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
     from fastrl.process.auto_layout import resolve_layout
 
     config = resolve_devices(config)  # "auto" devices placed, a GPU asked for where there is none refused
-    load_algorithm(config.algo.name)  # a plug-in's module imported and its registration checked ...
+    algorithm = load_algorithm(config.algo.name)  # a plug-in's module imported and its registration checked ...
     validate(config)  # ... and the config checked against it, as a built-in's is when the config is read
     try:
-        info = probe_env(config.env)
+        info = probe_env(config.env, config.engine.mode)  # and its backend checked against the mode
         policy = build_copy(info, config)  # a probe: its shapes and parameter count, not its weights
         n_params = count_parameters(policy)
     except ValueError as exc:
@@ -77,7 +57,6 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
             f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
             f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         ) from None
-    check_env_backend(config)
     image_model = hasattr(policy, "set_precision")  # a built-in CNN: threads and compiling pay for it
     # any convolution makes the learner's step worth splitting over threads (Connect Four's board model: 1.26x the
     # rows on two cores with 2 threads), though only the built-in CNNs are measured compiled
@@ -108,10 +87,10 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
         engine.learners,
         WorkerIds.of(config).total,
         mode.weight_slots,
-        engine.mode == "gala",
         player_slots=needs.player_slots,
         layer_arrays=needs.arrays,
         layer_stats=layer_stats(),
+        metrics=tuple(algorithm.metrics),  # the figures its rule reports beside the losses: a column each
     )
     nbytes = plan.layout().nbytes
     try:

@@ -22,11 +22,13 @@ import time
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.arena import SHM_DIR, shm_free_bytes
 from fastrl.buffers.control import Flag
-from fastrl.config import Config, resolved_bool
+from fastrl.config import resolved_bool
+from fastrl.modes import mode_of
 from fastrl.process.component import roles
 from fastrl.process.drain import QueueDrain
 from fastrl.process.faults import (
@@ -46,13 +48,15 @@ from fastrl.process.machine_limits import death_note
 from fastrl.process.run_plan import RunPlan
 from fastrl.process.signals import SignalGuard
 from fastrl.process.watchdog import stale_worker, stall_fault
-from fastrl.ranks.launch import run_root
-from fastrl.ranks.rank_link import RankFailed, RankLink
+from fastrl.ranks.rank_link import RankFailed
 from fastrl.runs.checkpoint import read_env_episodes
 from fastrl.runs.run_dir import RunDir
 from fastrl.sampling.channels import Channels
-from fastrl.spec import ResumePoint, RunSpec, WorkerIds
+from fastrl.spec import RunSpec, WorkerIds
 from fastrl.telemetry.metrics import Telemetry
+
+if TYPE_CHECKING:
+    from fastrl.ranks.launch import RunPart
 
 log = logging.getLogger(__name__)
 JOIN_TIMEOUT_S = 3.0
@@ -84,19 +88,13 @@ def finish_due(telemetry: Telemetry) -> bool:
 
 
 class Supervisor:
-    def __init__(
-        self,
-        config: Config,
-        run_dir: RunDir,
-        plan: RunPlan,
-        resume: ResumePoint | None = None,
-        link: RankLink | None = None,
-        log_file: str | None = None,
-    ):
-        """``link``: this rank's line to the others' main processes when torchrun launched the run."""
-        self.config, self.run_dir, self.plan, self.resume = config, run_dir, plan, resume
-        self.link, self.log_file = link, log_file
-        self.ids = WorkerIds.of(config)
+    def __init__(self, plan: RunPlan, run_dir: RunDir, part: RunPart):
+        """``part``: this process's part of the run, as its launch settled it (``fastrl.ranks.launch``): the
+        checkpoint it resumes, its log file and, when torchrun launched the run, its line to the other ranks'
+        main processes (``link``)."""
+        self.config, self.run_dir, self.plan, self.part = plan.config, run_dir, plan, part
+        self.resume, self.link, self.log_file = part.resume_point, part.link, part.log_file
+        self.ids = WorkerIds.of(self.config)
         self.processes: dict[str, BaseProcess] = {}  # spawned: the spawn context's Process class
         self.signals = SignalGuard()
 
@@ -262,10 +260,10 @@ class Supervisor:
                 return  # no barrier in time: the teardown saves the learner's current state instead
 
     def _remote_frames(self, local: float) -> float:
-        """The other ranks' frames: as many as this rank's where their learners step together (every mode
-        but gala), else what they reported last."""
+        """The other ranks' frames: as many as this rank's where their learners step together, else (a mode of
+        independent learners) what they reported last."""
         assert self.link is not None  # handed to the telemetry only under torchrun (run(): None without a link)
-        if self.config.engine.mode == "gala":
+        if mode_of(self.config).independent:
             return self.link.remote_frames()
         return local * (self.link.ranks.ranks - 1)
 
@@ -307,7 +305,7 @@ class Supervisor:
             if self.link is not None:  # every rank resumes the run together, each from its own directory
                 outcome = dataclasses.replace(
                     outcome,
-                    run_dir=str(run_root(self.run_dir.path, self.link.rank)),
+                    run_dir=str(self.part.root),
                     resume_command="torchrun <the same options> -m fastrl train --resume {run_dir}",
                 )
             status = "failed" if fault else "interrupted" if self.signals.received else "complete"

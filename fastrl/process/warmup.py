@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastrl.layers import warm_up_layers
+from fastrl.layer import warm_up_layers
 
 
 def compile_kernels() -> None:

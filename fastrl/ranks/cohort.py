@@ -20,7 +20,7 @@ A collective that fails (a rank died, hung past ``dist.timeout_s`` or left) rais
 
 With one rank (``Solo``) every call is the identity and the learner's arithmetic is the one it
 always was. gala's learners do not learn as one (each has its own parameters): they gossip
-(``fastrl.learning.gossip``) and use this module only for the process group.
+(``fastrl.layers.gossip.mixing``) and use this module only for the process group.
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ def join_group(ranks, member: int, members: int, device: torch.device) -> None:
 
 
 def join_cohort(spec, device: torch.device) -> Solo:
-    """The cohort of this rank's learner: ``Solo`` on one rank and in gala (whose learners gossip instead)."""
-    if spec.ranks is None or spec.gala:
+    """The cohort of this rank's learner: ``Solo`` on one rank and in a mode of independent learners (gala)."""
+    if spec.ranks is None or spec.independent:
         return Solo()
     join_group(spec.ranks, spec.ranks.rank, spec.ranks.ranks, device)
     # gloo between CUDA learners (more ranks on a node than GPUs): the small collectives go through the CPU

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fastrl.config import Config, ConfigError, apply_overrides, config_from_dict, load_config
+from fastrl.modes import mode_of
 from fastrl.runs.checkpoint import CheckpointStore, checkpoint_file, env_state_files, load_checkpoint
 from fastrl.runs.run_dir import RunDir
 from fastrl.spec import ResumePoint
@@ -71,11 +72,12 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
     checkpoint = load_checkpoint(path)  # tensors and plain data only, or a ConfigError naming the file
     saved, config = _configs(path, checkpoint, made_with, overrides)
     _check_config_toml(run_dir, saved)
-    if saved.engine.mode == "gala":
+    if mode_of(saved).independent:
         raise ConfigError(
-            f"cannot resume {str(run_dir)!r}: resuming a gala run is not supported (its learners stop at different "
-            "rollouts, so there is no one barrier to go on from); each learner's last parameters are in "
-            "checkpoints/learner-<i>/latest.pt and their average in checkpoints/latest.pt"
+            f"cannot resume {str(run_dir)!r}: resuming an engine.mode = {saved.engine.mode!r} run is not supported "
+            "(its learners stop at different rollouts, so there is no one barrier to go on from); each learner's last "
+            "parameters are in checkpoints/learner-<i>/latest.pt and what its mode made of them in "
+            "checkpoints/latest.pt"
         )
     _check_unchanged(saved, config)
     state = checkpoint.get("resume")

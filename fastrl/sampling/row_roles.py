@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from fastrl.errors import ConfigError
-from fastrl.layers import Layer, layers_with, register_layer
+from fastrl.layer import Layer, layers_with, register_layer
 from fastrl.registry import RegistryError
 
 if TYPE_CHECKING:  # annotations only: the executors never import torch for this

@@ -2,7 +2,7 @@
 documentation and its validation rules in ``metadata`` (``fastrl config`` and the generated
 ``docs/config-reference.md`` print them; ``fastrl.tables`` enforces them as a config is read).
 ``Config`` holds the core's sections, in the order the reference lists them; they are declared in
-``learning`` (env, algo, model) and ``engine`` (engine, gala, run, reliability, dist). A layer's own section
+``learning`` (env, algo, model) and ``engine`` (engine, run, reliability, dist). A layer's own section
 (``fastrl.layers.Layer.config``) is read, checked and listed as these are, and held in ``Config.sections``:
 ``config.<section>`` reads it there.
 ``"auto"`` (``AUTO``) in engine.executors, actors, inline_actors and the like: chosen for the machine when a run
@@ -23,11 +23,8 @@ from typing import Any
 from fastrl.errors import ConfigError
 from fastrl.registry import Registry
 from fastrl.schema.engine import (
-    GALA_BASES,
-    MODE_NAMES,
     DistConfig,
     EngineConfig,
-    GalaConfig,
     ReliabilityConfig,
     RunConfig,
     resolved_bool,
@@ -45,9 +42,6 @@ __all__ = [
     "DistConfig",
     "EngineConfig",
     "EnvConfig",
-    "GALA_BASES",
-    "GalaConfig",
-    "MODE_NAMES",
     "ModelConfig",
     "ReliabilityConfig",
     "RunConfig",
@@ -75,7 +69,6 @@ class Config:
     env: EnvConfig = _f(EnvConfig(), "environment")
     engine: EngineConfig = _f(EngineConfig(), "processes and buffers")
     algo: AlgoConfig = _f(AlgoConfig(), "learning algorithm")
-    gala: GalaConfig = _f(GalaConfig(), "gala mode: gossip between learners")
     model: ModelConfig = _f(ModelConfig(), "policy network")
     run: RunConfig = _f(RunConfig(), "seed, budget, logging")
     reliability: ReliabilityConfig = _f(ReliabilityConfig(), "timeouts and the watchdog")
@@ -84,7 +77,7 @@ class Config:
     sections: dict[str, Any] = dataclasses.field(default_factory=dict, metadata={"layers": True})
 
     def __post_init__(self) -> None:
-        from fastrl.layers import layer_sections  # the layers stand above the schema; read when a Config is made
+        from fastrl.layer import layer_sections  # the layers stand above the schema; read when a Config is made
 
         given = self.sections
         self.sections = {name: given[name] if name in given else cls() for name, cls in layer_sections().items()}

@@ -1,5 +1,5 @@
-"""The sections of how a run is carried out: its processes and buffers (``engine``), gala's gossip
-(``gala``), its seed, budget and logging (``run``), its timeouts (``reliability``) and its ranks (``dist``).
+"""The sections of how a run is carried out: its processes and buffers (``engine``), its seed, budget and
+logging (``run``), its timeouts (``reliability``) and its ranks (``dist``).
 Keys that may be ``"auto"`` are resolved for the machine when a run starts (``fastrl.process.auto_layout``);
 ``resolved_int`` and ``resolved_bool`` read them after that."""
 
@@ -8,17 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fastrl.errors import ConfigError
+from fastrl.registry import registered_names, registered_summaries
 from fastrl.tables import AUTO
 from fastrl.tables import documented_field as _f
 
-# engine.mode's values, each carried out by its module of fastrl.modes (``fastrl.modes.MODES``)
-MODE_NAMES = ("sync", "hts", "async", "gala")
 # the int queues between processes hold 2**18 messages (4 MiB of 16-byte records, measured); an env may have two
 # rollouts' "done" in flight (run-ahead), so 2**17 envs fill one at the worst (fastrl.sampling.channels)
 QUEUE_MESSAGES = 1 << 18
 MAX_ENVS = QUEUE_MESSAGES // 2
-# gala.base's values: the barrier modes a gala agent runs on its envs (``fastrl.modes.gala.BASES``)
-GALA_BASES = ("sync", "hts")
 
 
 def resolved_int(value: int | str, key: str) -> int:
@@ -40,10 +37,8 @@ def resolved_bool(value: bool | str, key: str) -> bool:
 class EngineConfig:
     mode: str = _f(
         "sync",
-        "how rollout and learning interleave: 'sync' (lockstep, lag 0), 'hts' (two storages, lag 1), "
-        "'async' (IMPALA: no barrier, measured lag; nondeterministic by nature), "
-        "'gala' (engine.learners agents, each sync or hts on its share of the envs, gossiping parameters)",
-        choices=MODE_NAMES,
+        lambda: f"how rollout and learning interleave: {registered_summaries('mode')}",
+        choices=lambda: registered_names("mode"),  # fastrl.modes.MODES: sync, hts, async and the layers' modes
     )
     envs: int = _f(
         16,
@@ -68,8 +63,8 @@ class EngineConfig:
     )
     learners: int = _f(
         1,
-        "learner processes: 1, or the number of gala agents (each owns engine.envs / learners envs; "
-        "per rank under torchrun, where one per rank is a gala too)",
+        "learner processes: 1, or, in a mode of many learners, their number (each owns engine.envs / learners "
+        "envs; per rank under torchrun)",
         min=1,
         max=256,
     )
@@ -146,32 +141,6 @@ class EngineConfig:
         "time and pick the fastest kernels",
     )
     step_delay_s: float = _f(0.0, "testing: max random sleep injected after each env step", min=0.0)
-
-
-@dataclass
-class GalaConfig:
-    """GALA (Assran et al. 2019): engine.learners agents that mix parameters after each local update."""
-
-    mixing: str = _f(
-        "ring",
-        "'ring': each agent averages its parameters with its in-peer's last message (directed ring, non-blocking); "
-        "'allreduce': gradients averaged over all agents every update (one big A2C, learners stay identical); "
-        "'none': independent agents",
-        choices=("ring", "allreduce", "none"),
-    )
-    base: str = _f("sync", "each agent's schedule on its envs: 'sync' (A2C) or 'hts' (HTS-RL)", choices=GALA_BASES)
-    max_staleness: int = _f(
-        8,
-        "tau': an agent blocks only when more than this many of its updates passed without a new message from its "
-        "in-peer (ring); a faster agent runs at most tau'+1 updates per update of its in-peer",
-        min=0,
-        max=1 << 20,
-    )
-    deterministic: bool = _f(
-        False,
-        "fixed gossip schedule: update k mixes the in-peer's message of update k (a sender waits until it is read), "
-        "so the run is bit-reproducible across executor/actor counts",
-    )
 
 
 @dataclass

@@ -59,9 +59,10 @@ class EnvConfig:
 class AlgoConfig:
     name: str = _f(
         AUTO,
-        "learning algorithm: 'a2c' (sync, hts, gala), 'ppo' (sync, hts), 'impala' (async: V-trace); "
-        "'none' collects without learning (benchmarks); 'package.module:NAME', an algorithm another package "
-        "registered (docs/extending.md); 'auto': the mode's: ppo in sync and hts, impala in async, a2c in gala",
+        "learning algorithm: 'ppo' (sync, hts), 'a2c' (sync, hts, and each agent of a mode of many learners), "
+        "'impala' (async: V-trace), 'pqn' (sync); 'none' collects without learning (benchmarks); "
+        "'package.module:NAME', an algorithm another package registered (docs/extending.md); 'auto': the mode's: "
+        "ppo in sync and hts, impala in async, a2c in a mode of many learners",
     )
     options: dict = _f(
         {},
@@ -140,18 +141,6 @@ class AlgoConfig:
         "normalize_returns); the value loss and value clip are measured in those units; built-in models only; "
         "'auto': on for PPO with a built-in model, off otherwise",
         auto=True,
-    )
-    normalize_rewards: bool = _f(
-        False,
-        "train on rewards divided by the running std of each env's discounted return (gymnasium's "
-        "NormalizeReward as CleanRL uses it, SB3's VecNormalize norm_reward), computed by the learner; the slots, "
-        "episode returns and metrics keep the raw rewards; the statistics and accumulators are checkpointed",
-    )
-    reward_clip: float = _f(
-        10.0,
-        "algo.normalize_rewards: the scaled rewards are clipped to +-this (inf: no clip)",
-        min_exclusive=0.0,
-        allow_inf=True,
     )
     # the async mode's batch, not IMPALA's alone: it also sizes the run's slots (fastrl.process.run_plan), so any
     # algorithm that learns in async takes it

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from fastrl.algos.registry import load_algorithm, metric_keys
 from fastrl.buffers.control import Clock, Control, Stat
 from fastrl.config import Config
+from fastrl.modes import mode_of
 from fastrl.partition import owner_of
 from fastrl.runs.run_dir import RunDir
 from fastrl.spec import WorkerIds
@@ -78,8 +78,9 @@ class Telemetry:
         self.remote_frames = remote_frames or (lambda local: 0.0)
         self.returns: deque[float] = deque(maxlen=config.run.return_window)
         self.learners = config.engine.learners
-        self.gala = config.engine.mode == "gala"  # per-learner lines and the consensus (one learner per rank too)
-        self.algorithm_metrics = metric_keys(load_algorithm(config.algo.name))  # e.g. PPO's clip fraction, KL
+        # learners on their own (one per rank too): a line each, and what their layers say of them together
+        self.per_learner = mode_of(config).independent
+        self.algorithm_metrics = control.metric_columns  # the algorithm's own figures, by the names it declared
         self.learner_of = owner_of(config.engine.envs, self.learners)
         self.learner_returns: list[deque[float]] = [
             deque(maxlen=config.run.return_window) for _ in range(self.learners)
@@ -235,12 +236,12 @@ class Telemetry:
         }
         if stats[Stat.RANKS_S] > 0:
             line["ranks_s"] = round(float(stats[Stat.RANKS_S]), 3)  # torchrun: in collectives with the other ranks
-        for name, column in self.algorithm_metrics.items():  # what the algorithm's registration names
+        for name, column in self.algorithm_metrics.items():  # in its registration's order
             line[name] = float(stats[column])
         for section in self.sections:
             line.update(section.fields(stats))
         line.update(self.interval_stats.fields())
-        if self.gala:
+        if self.per_learner:
             line["updates"] = int(self.control.learner_stats[:, Stat.UPDATES].sum())
             line.update(self._learner_lines([rate.take() for rate in self.update_rates]))
         self.last_timing = self.control.timing.copy()
@@ -253,7 +254,7 @@ class Telemetry:
 
     def _observe_rates(self, now: float) -> None:
         self.frame_rate.observe(self.frames, now)
-        if self.gala:
+        if self.per_learner:
             for rate, updates in zip(self.update_rates, self.control.learner_stats[:, Stat.UPDATES]):
                 rate.observe(float(updates), now)
 
@@ -326,7 +327,7 @@ class Telemetry:
                 float(self.control.timing[self.ids.learner(i), Clock.LEARNING]) for i in range(self.learners)
             )
             summary["ranks_share_of_learning"] = round(ranks_s / max(learning, 1e-9), 4)
-        if self.gala:
+        if self.per_learner:
             updates = self.control.learner_stats[:, Stat.UPDATES]
             summary.update(self._learner_lines([float(u) / max(train_s, 1e-9) for u in updates]))
         self.status = status

@@ -20,7 +20,7 @@ import numpy as np
 
 from fastrl.config import ConfigError
 from fastrl.errors import install_hint
-from fastrl.layers import layer_curves
+from fastrl.layer import layer_curves
 
 X_AXES = ("frames", "seconds")
 CLOCKS = ("env", "inference", "learning", "waiting")
@@ -137,15 +137,15 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
     """The figure of these runs (a ``matplotlib.figure.Figure``; its axes hold the curves' data)."""
     _check_x(x)
     Figure = import_figure()
-    gala = [run for run in runs if run.learners()]
+    per_learner = [run for run in runs if run.learners()]  # independent learners: a curve each
     # the layers' panels (Layer.curves) that some run has a curve of: {title: the metrics keys drawn in it}
     layered = {title: keys for title, keys in layer_curves().items() if any(run.has(k) for run in runs for k in keys)}
     counted = [run for run in runs if run.episode_stat_names()]  # an env with figures of its own per episode
-    panels = 3 + bool(gala) + len(layered) + bool(counted)
+    panels = 3 + bool(per_learner) + len(layered) + bool(counted)
     figure = Figure(figsize=(9, 2.8 * panels), layout="constrained")
     axes = figure.subplots(panels, 1, sharex=True)
     returns, fps, split = axes[:3]
-    layer_axes = dict(zip(layered, axes[3 + bool(gala) :]))
+    layer_axes = dict(zip(layered, axes[3 + bool(per_learner) :]))
     stats = axes[-1] if counted else None
     for i, run in enumerate(runs):
         style = _STYLES[i % len(_STYLES)]
@@ -155,7 +155,7 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
         for color, clock in enumerate(CLOCKS):
             label = clock if len(runs) == 1 else f"{run.name} {clock}"
             split.plot(xs, run.split(clock), style, color=f"C{color}", label=label)
-        if run in gala:
+        if run in per_learner:
             for learner in run.learners():
                 axes[3].plot(
                     xs,
@@ -174,7 +174,7 @@ def figure_of(runs: list[RunCurves], x: str = "frames"):
                 stats.plot(xs, run.episode_stat(name), style, color=f"C{k % 10}", label=label)
     titles = (
         ["mean return", "frames per second", "share of the workers' time"]
-        + (["return per learner"] if gala else [])
+        + (["return per learner"] if per_learner else [])
         + list(layered)
         + (["the env's per-episode figures (episode_stats), mean per line"] if counted else [])
     )

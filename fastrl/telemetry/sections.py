@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fastrl.layers import Layer, layers_with, register_layer
+from fastrl.layer import Layer, layers_with, register_layer
 
 if TYPE_CHECKING:
     import numpy as np

@@ -11,7 +11,7 @@ from fastrl.algos.ppo_options import PPOOptions
 from fastrl.algos.pqn_options import PQNOptions
 from fastrl.algos.registry import load_algorithm, options_of
 from fastrl.config import SHIPPED_CONFIGS, ConfigError, config_from_dict, load_config, reference_markdown
-from fastrl.config.moved_keys import MOVED_ALGO_KEYS
+from fastrl.config.moved_keys import moved_algo_keys
 
 pytestmark = pytest.mark.unit  # the fast tier: no engine run
 
@@ -56,12 +56,12 @@ def test_the_options_keep_the_defaults_the_algo_keys_had():
                                       value_clip=1.0, target_kl=0.0, gae_lambda=0.95, normalize_advantages=True)
     assert ImpalaOptions() == ImpalaOptions(rho_bar=1.0, c_bar=1.0, vtrace_lambda=1.0)
     assert {key for cls in (PPOOptions, ImpalaOptions) for key in (f.name for f in dataclasses.fields(cls))} == set(
-        MOVED_ALGO_KEYS)
+        moved_algo_keys())
 
 
-@pytest.mark.parametrize("key", sorted(MOVED_ALGO_KEYS))
+@pytest.mark.parametrize("key", sorted(moved_algo_keys()))
 def test_an_old_key_reads_as_its_new_one_with_one_warning_naming_it(caplog, tmp_path, key):
-    algo = MOVED_ALGO_KEYS[key]
+    algo = moved_algo_keys()[key]
     with caplog.at_level(logging.WARNING, logger="fastrl.config"):
         old = _load(algo, f"algo.{key}={OTHER[key]}")
     assert _warnings(caplog) == [f"algo.{key} is deprecated: write algo.options.{key}"]

@@ -65,17 +65,17 @@ def test_storage_is_a_view_of_contiguous_slots():
         buffers.arena.unlink()
 
 
-def test_gala_mailboxes_sit_between_the_weights_and_the_control_block():
-    """The segment's order every worker maps (slots, published weights, gala's gossip arrays, control)
-    and the gossip arrays' shapes; a run with one learner has none of them."""
+def test_layer_arrays_sit_between_the_weights_and_the_control_block():
+    """The segment's order every worker maps: slots, published weights, the layers' own arrays (as their plans
+    named them), control."""
     shape = SlotShape(2, 3, (4,), "float32")
-    one, two = (BufferPlan(shape, n_params=10, learners=n, workers=3, weight_slots=2).layout() for n in (1, 2))
-    names = [f.name for f in two.fields]
-    gossip = names[names.index("params_header") + 1 : names.index("params_header") + 5]
-    assert gossip == ["mailbox", "mailbox_header", "allreduce", "allreduce_header"]
-    assert [two.field(name).shape for name in gossip] == [(2, 10), (2, 8), (2, 2, 10), (2, 8)]
-    assert two.field("params").shape == (4, 10)  # learner l's weight slot k is row l * 2 + k
-    assert not {"mailbox", "allreduce"} & {f.name for f in one.fields}
+    arrays = (("probe", (2, 10), "float32"), ("probe_header", (2, 8), "int64"))
+    layout = BufferPlan(shape, n_params=10, learners=2, workers=3, weight_slots=2, layer_arrays=arrays).layout()
+    names = [f.name for f in layout.fields]
+    assert names[names.index("params_header") + 1 : names.index("params_header") + 3] == ["probe", "probe_header"]
+    assert [layout.field(name).shape for name in ("probe", "probe_header")] == [(2, 10), (2, 8)]
+    assert layout.field("params").shape == (4, 10)  # learner l's weight slot k is row l * 2 + k
+    assert names.index("probe_header") < names.index("flags")  # the control block's first array
 
 
 def test_params_publish_and_load_by_version():

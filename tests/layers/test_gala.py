@@ -9,13 +9,15 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.algos import gossip_bounds as math_
 from fastrl.buffers import BufferPlan, RunBuffers
 from fastrl.buffers.control import Stat, layer_columns
 from fastrl.buffers.slots import SlotShape
-from fastrl.config import ConfigError, GalaConfig, load_config
-from fastrl.learning.gossip import Gossip
-from fastrl.learning.gossip_layer import GOSSIP_STATS
+from fastrl.config import ConfigError, load_config
+from fastrl.layers.gossip import GOSSIP_STATS
+from fastrl.layers.gossip import bounds as math_
+from fastrl.layers.gossip.config import GalaConfig
+from fastrl.layers.gossip.mailboxes import gossip_arrays, plan_mailboxes
+from fastrl.layers.gossip.mixing import Gossip
 from fastrl.runs.checkpoint import load_checkpoint
 from tests.helpers.runs import cartpole
 
@@ -57,7 +59,7 @@ def test_bad_gala_settings_are_named_before_anything_starts(overrides, message):
 
 def test_a_gala_run_cannot_be_resumed_and_says_where_its_parameters_are(tmp_path):
     _, run_dir = _gala(tmp_path, "run", "engine.envs=8", "run.total_frames=400")
-    with pytest.raises(ConfigError, match=r"resuming a gala run is not supported.*learner-<i>/latest.pt"):
+    with pytest.raises(ConfigError, match=r"resuming an engine.mode = 'gala' run is not supported.*learner-<i>/"):
         fastrl.train(None, [], resume=run_dir)
 
 
@@ -83,6 +85,20 @@ def test_bound_by_mixing():
 # ---------------------------------------------------------------- the real mailboxes on a toy problem
 
 
+@pytest.mark.unit
+def test_the_gossip_layer_plans_the_mailboxes_of_a_gala_run_and_of_no_other():
+    """The layer's plan hook gives a gala run its arrays, sized by the policy's parameters and the learners (each
+    learner's message and its gradients of two updates, a header row each); a sync run gets none."""
+    policy = torch.nn.Linear(3, 2)  # 8 parameters
+    gala = load_config("cartpole_gala")
+    _, needs = plan_mailboxes(gala, None, policy, False)
+    n = gala.engine.learners
+    assert [(name, shape) for name, shape, _ in needs.arrays] == [
+        ("mailbox", (n, 8)), ("mailbox_header", (n, 8)), ("allreduce", (2, n, 8)), ("allreduce_header", (n, 8))
+    ]
+    assert plan_mailboxes(load_config("cartpole_sync"), None, policy, False)[1].arrays == ()
+
+
 class _Vector(torch.nn.Module):
     def __init__(self, size):
         super().__init__()
@@ -90,7 +106,10 @@ class _Vector(torch.nn.Module):
 
 
 def _toy_buffers(learners, size):
-    plan = BufferPlan(SlotShape(1, 1, (1,), "float32"), size, learners, learners, layer_stats=GOSSIP_STATS)
+    arrays = tuple(gossip_arrays(size, learners))
+    plan = BufferPlan(
+        SlotShape(1, 1, (1,), "float32"), size, learners, learners, layer_arrays=arrays, layer_stats=GOSSIP_STATS
+    )
     return RunBuffers.create(plan)
 
 

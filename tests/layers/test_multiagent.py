@@ -182,7 +182,7 @@ def test_an_async_pair_whose_envs_never_run_dry_still_beats_its_heartbeat_and_st
     (["engine.envs=7"], r"engine.envs = 7 counts agent rows.*2 agents.*multiple of 2"),
     (["env.on_error='reset'"], r"cannot reset one env of a failed group"),
     (["engine.mode='gala'", "engine.learners=2", "engine.envs=6", "algo.name='a2c'"],
-     r"each gala learner's envs must hold whole envs of 2 agents"),
+     r"each learner's envs must hold whole envs of 2 agents"),
     (["algo.name='pqn'"], r"algo.name = 'pqn' does not learn from multi-agent envs"),
     (["engine.executors=5"], r"engine.executors = 5 is more than the 4 envs of 2 agents"),
 ])
@@ -213,7 +213,7 @@ def test_the_board_model_convolves_connect_fours_planes_where_they_sit_in_the_ro
     config = load_config("configs/connect_four_selfplay.toml", ["model.name='board'", "model.hidden=[64]"])
     info = probe_env(config.env)
     torch.manual_seed(0)
-    policy = build_policy(info, config)
+    policy = build_policy(info, config, "cpu")
     layout = info.obs_layout
     board = next(part for part in layout.parts if part.name == "observation")
     rows = torch.zeros((2, *info.obs_shape))

@@ -12,7 +12,7 @@ import torch
 import fastrl
 from fastrl.cli import main
 from fastrl.config import ConfigError, load_config
-from fastrl.multiagent.named_policies import NamedPolicies, policy_map
+from fastrl.layers.named_policies.policies import NamedPolicies, policy_map
 from fastrl.runs.checkpoint import load_checkpoint
 
 pytest.importorskip("pettingzoo")
@@ -111,7 +111,7 @@ def test_each_policy_learns_from_its_own_agents_rows_alone():
 def test_named_policies_are_rated_against_each_other_from_their_games_alone():
     """Elo between named policies: each game's agents of different policies are a rated pair once all of its agents
     have reported; agents of one policy are not rated against each other."""
-    from fastrl.multiagent.policy_ratings import PolicyRatings
+    from fastrl.layers.agent_rows.elo import PolicyRatings
 
     # three agents: x, y, x (as multiagent.policies={agent_0='x', agent_1='y', agent_2='x'}), two games
     ratings = PolicyRatings(["x", "y", "x"] * 2, agents=3, elo_k=16.0)

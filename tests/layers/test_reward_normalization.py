@@ -1,4 +1,4 @@
-"""algo.normalize_rewards: the kernel against its numpy reference and gymnasium's wrapper, determinism
+"""reward_scaling.normalize: the kernel against its numpy reference and gymnasium's wrapper, determinism
 across process layouts, exact resume with the statistics, a MuJoCo smoke run, and bad values."""
 import gymnasium as gym
 import numpy as np
@@ -16,7 +16,7 @@ from csrc_free_kernels.reward_scaling import (
     scale_rewards,
     step_moments,
 )
-from fastrl.config import ConfigError, load_config
+from fastrl.config import ConfigError, config_from_dict, load_config
 from fastrl.runs.checkpoint import load_checkpoint
 from tests.helpers.runs import cartpole
 
@@ -104,7 +104,7 @@ def test_without_episode_ends_it_is_gymnasiums_normalize_reward():
 
 
 def test_the_scaler_leaves_the_slots_raw_and_moves_on_only_when_committed():
-    from fastrl.learning.reward_normalization import RewardScaler
+    from fastrl.layers.reward_scaling.scaler import RewardScaler
 
     rewards, dones = _batch(3, 4, 6)
     storage = {"reward": np.concatenate([rewards, np.ones((4, 1), np.float32)], axis=1),
@@ -127,7 +127,7 @@ def test_the_scaler_leaves_the_slots_raw_and_moves_on_only_when_committed():
 
 
 def _train(tmp_path, name, *overrides, env="Pendulum-v1", mode="sync", algo="ppo"):
-    config, base = cartpole(tmp_path, f"env.id='{env}'", f"algo.name='{algo}'", "algo.normalize_rewards=true",
+    config, base = cartpole(tmp_path, f"env.id='{env}'", f"algo.name='{algo}'", "reward_scaling.normalize=true",
                             *overrides, mode=mode)
     return fastrl.train(config, base, run_dir=tmp_path / name), tmp_path / name
 
@@ -154,7 +154,7 @@ def test_parameters_and_statistics_do_not_depend_on_process_layout_or_timing(tmp
     assert scaling["stats"][0] == pytest.approx(1e-4 + 20 * 5 * 8)  # once per step, over the 8 envs
     assert scaling["stats"][2] > 1.0  # Pendulum's returns spread far wider than the prior's variance 1
     if mode == "sync":  # and the rule trained on the scaled rewards
-        _, raw = _train(tmp_path, "raw", "engine.serial=true", "algo.normalize_rewards=false", mode=mode)
+        _, raw = _train(tmp_path, "raw", "engine.serial=true", "reward_scaling.normalize=false", mode=mode)
         assert not _identical(model, load_checkpoint(raw)["model"])
 
 
@@ -195,11 +195,12 @@ def test_hopper_smoke(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("algo.reward_clip=0", "algo.reward_clip = 0.0: must be > 0"),
-    ("algo.reward_clip=-1", "algo.reward_clip = -1.0: must be > 0"),
-    ("algo.reward_clip=nan", "algo.reward_clip = nan: must be a finite number"),
-    ("algo.reward_clip='big'", "algo.reward_clip = 'big': expected"),
-    ("algo.normalize_rewards=1", "algo.normalize_rewards = 1: expected bool"),
+    ("reward_scaling.clip=0", "reward_scaling.clip = 0.0: must be > 0"),
+    ("reward_scaling.clip=-1", "reward_scaling.clip = -1.0: must be > 0"),
+    ("reward_scaling.clip=nan", "reward_scaling.clip = nan: must be a finite number"),
+    ("reward_scaling.clip='big'", "reward_scaling.clip = 'big': expected"),
+    ("reward_scaling.normalize=1", "reward_scaling.normalize = 1: expected bool"),
+    ("algo.reward_clip=0", "reward_scaling.clip = 0.0: must be > 0"),  # the old name, read as the new
 ])
 def test_bad_values_name_the_key(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
@@ -207,8 +208,22 @@ def test_bad_values_name_the_key(override, message):
 
 
 def test_collecting_without_learning_refuses_reward_normalization():
-    with pytest.raises(ConfigError, match="algo.normalize_rewards = true needs a learning algorithm"):
-        load_config(None, ["algo.name='none'", "algo.normalize_rewards=true"])
+    with pytest.raises(ConfigError, match="reward_scaling.normalize = true needs a learning algorithm"):
+        load_config(None, ["algo.name='none'", "reward_scaling.normalize=true"])
+
+
+def test_the_old_algo_keys_still_read_as_the_sections_with_a_warning(tmp_path, caplog):
+    """algo.normalize_rewards and algo.reward_clip were the core's keys; a file, a --set and a checkpoint's config
+    that write them still read, each as the layer's key, with one line naming it; both names at once are refused."""
+    old = tmp_path / "old.toml"
+    old.write_text('[env]\nid = "CartPole-v1"\n[algo]\nnormalize_rewards = true\nreward_clip = 5.0\n')
+    with caplog.at_level("WARNING"):
+        config = load_config(old, ["algo.reward_clip=3.0"])  # the old key's --set overrides the file's
+    assert (config.reward_scaling.normalize, config.reward_scaling.clip) == (True, 3.0)
+    assert "algo.normalize_rewards is deprecated: write reward_scaling.normalize" in caplog.text
+    assert config_from_dict({"algo": {"normalize_rewards": True}}).reward_scaling.normalize
+    with pytest.raises(ConfigError, match="algo.reward_clip and reward_scaling.clip are both set"):
+        config_from_dict({"algo": {"reward_clip": 3.0}, "reward_scaling": {"clip": 4.0}})
 
 
 @pytest.mark.slow  # two ranks; test_multinode keeps two ranks learning as one in the default tier

@@ -1,5 +1,5 @@
-"""Self-play (fastrl/multiagent/selfplay.py) on PettingZoo's connect_four_v3: against the shared policy and against a
-pool of its snapshots (the draws, the ratings, snapshots in hts), the pool's random and scripted players, each
+"""Self-play (fastrl/layers/selfplay/) on PettingZoo's connect_four_v3: against the shared policy and against a pool
+of its snapshots (the draws, the ratings, snapshots in hts), the pool's random and scripted players, each
 bit-identical across layouts and on resume, Connect Four learned well enough to beat a random player; and matches
 against a named opponent (``fastrl eval --opponent``, ``fastrl bench matches``)."""
 import json
@@ -67,16 +67,16 @@ def test_matches_replay_from_their_seed_and_name_what_they_cannot_play(tmp_path)
 
 @pytest.mark.unit
 def test_the_pools_draws_follow_the_seed_and_rating_prefers_the_opponents_it_beats_least():
-    from fastrl.multiagent.selfplay import Snapshot, expected_score
+    from fastrl.layers.selfplay.pool import Snapshot, expected_score
 
     assert expected_score(1200, 1200) == 0.5 and expected_score(1600, 1200) == pytest.approx(10 / 11)
     from types import SimpleNamespace
 
     from fastrl.buffers.control import layer_columns
     from fastrl.config import Config
-    from fastrl.multiagent import SELFPLAY_STATS
-    from fastrl.multiagent.config import SelfPlayConfig
-    from fastrl.multiagent.selfplay import OPPONENTS, SelfPlayPool
+    from fastrl.layers.selfplay import SELFPLAY_STATS
+    from fastrl.layers.selfplay.config import SelfPlayConfig
+    from fastrl.layers.selfplay.pool import OPPONENTS, SelfPlayPool
 
     def pool(seed, sampling):
         config = Config()
@@ -124,9 +124,9 @@ def test_in_hts_a_new_snapshot_never_overwrites_one_the_rollout_in_flight_plays(
     from csrc_free_kernels.step_end import TERMINATED
     from fastrl.buffers.control import layer_columns
     from fastrl.config import Config
-    from fastrl.multiagent import SELFPLAY_STATS
-    from fastrl.multiagent.config import SelfPlayConfig
-    from fastrl.multiagent.selfplay import OPPONENTS, SelfPlayPool, pool_slots
+    from fastrl.layers.selfplay import SELFPLAY_STATS
+    from fastrl.layers.selfplay.config import SelfPlayConfig
+    from fastrl.layers.selfplay.pool import OPPONENTS, SelfPlayPool, pool_slots
 
     config = Config()
     config.selfplay = SelfPlayConfig(opponents="pool", sampling="uniform", pool_size=2, snapshot_every=1)
@@ -218,7 +218,7 @@ def test_a_pools_random_player_is_a_zero_slot_drawn_from_the_seed_and_scored(tmp
     from fastrl.models.policy import build_policy
 
     config = load_config("configs/connect_four_selfplay.toml", [])
-    zero = build_policy(probe_env(config.env), config)
+    zero = build_policy(probe_env(config.env), config, "cpu")
     for tensor in zero.state_dict().values():
         tensor.zero_()
     envs = make_games(config.env, [0, 1])

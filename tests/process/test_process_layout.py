@@ -5,6 +5,7 @@ import pytest
 import fastrl
 import fastrl.process.auto_layout as process_layout
 from fastrl.config import ConfigError, load_config, shipped_configs, tomllib  # tomli on Python 3.10
+from fastrl.devices import resolve_devices, resolved_engine
 from fastrl.envs.atari import is_atari_id
 from fastrl.process.auto_layout import (
     Layout,
@@ -20,8 +21,9 @@ from tests.helpers.runs import cartpole
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks
 
 
-def _engine(*overrides: str):
-    return load_config(None, list(overrides)).engine
+def _engine(*overrides: str, cuda: bool = False):
+    """The default job's engine with ``overrides``, its devices placed on a machine with a GPU (``cuda``) or without."""
+    return resolved_engine(load_config(None, list(overrides)).engine, cuda)
 
 
 @pytest.mark.parametrize("cores, expected", [
@@ -33,7 +35,7 @@ def _engine(*overrides: str):
 def test_cpu_only_one_inline_executor_per_core(cores, expected):
     assert choose_layout(_engine(), Machine(cores, cuda=False)) == expected
     # a GPU the config does not use changes nothing
-    assert choose_layout(_engine("engine.device='cpu'"), Machine(cores, cuda=True)) == expected
+    assert choose_layout(_engine("engine.device='cpu'", cuda=True), Machine(cores, cuda=True)) == expected
 
 
 @pytest.mark.parametrize("cores, expected", [
@@ -43,8 +45,8 @@ def test_cpu_only_one_inline_executor_per_core(cores, expected):
     (64, Layout(16, 2, False)),
 ])
 def test_with_cuda_actor_processes_on_the_gpu_and_executors_on_the_rest(cores, expected):
-    assert choose_layout(_engine("engine.device='auto'"), Machine(cores, cuda=True)) == expected
-    assert choose_layout(_engine("engine.device='cuda'"), Machine(cores, cuda=True)) == expected
+    assert choose_layout(_engine("engine.device='auto'", cuda=True), Machine(cores, cuda=True)) == expected
+    assert choose_layout(_engine("engine.device='cuda'", cuda=True), Machine(cores, cuda=True)) == expected
 
 
 @pytest.mark.parametrize("cores, expected", [
@@ -53,14 +55,14 @@ def test_with_cuda_actor_processes_on_the_gpu_and_executors_on_the_rest(cores, e
     (64, Layout(16, 16, True)),
 ])
 def test_actors_on_the_cpu_with_a_gpu_learner_run_inline(cores, expected):
-    engine = _engine("engine.actor_device='cpu'")
+    engine = _engine("engine.actor_device='cpu'", cuda=True)
     assert choose_layout(engine, Machine(cores, cuda=True)) == expected
     assert choose_learner_threads(engine, Machine(cores, cuda=True)) == 1  # the GPU computes: one thread feeds it
 
 
 def test_many_envs_on_many_cores_are_capped():
     assert choose_layout(_engine("engine.envs=256"), Machine(64, cuda=False)) == Layout(32, 32, True)
-    gpu = _engine("engine.envs=256", "engine.device='auto'")
+    gpu = _engine("engine.envs=256", "engine.device='auto'", cuda=True)
     assert choose_layout(gpu, Machine(64, cuda=True)) == Layout(32, 2, False)
 
 
@@ -85,7 +87,7 @@ def test_learners_keep_cores_on_a_big_machine_only():
     (2, False, ("engine.learner_threads=3",), 3),  # given: kept
 ])
 def test_learner_threads(cores, cuda, overrides, expected):
-    assert choose_learner_threads(_engine(*overrides), Machine(cores, cuda)) == expected
+    assert choose_learner_threads(_engine(*overrides, cuda=cuda), Machine(cores, cuda)) == expected
 
 
 def test_learner_threads_of_a_small_model_stay_one():
@@ -109,7 +111,7 @@ def test_learner_threads_of_a_small_model_stay_one():
 ])
 def test_the_micro_batch_follows_the_actors_device_and_the_model_never_the_layout(cuda, overrides, image_model,
                                                                                   expected):
-    assert choose_micro_batch(_engine(*overrides), Machine(16, cuda), image_model) == expected
+    assert choose_micro_batch(_engine(*overrides, cuda=cuda), Machine(16, cuda), image_model) == expected
 
 
 @pytest.mark.parametrize("name", shipped_configs())
@@ -118,10 +120,10 @@ def test_every_shipped_config_keeps_the_cpu_micro_batch_it_was_measured_with(nam
     the same, or their measured results would no longer be the configs' own."""
     config = load_config(name)
     atari = is_atari_id(config.env.id)
-    resolved = resolve_layout(config, Machine(2, cuda=False), image_model=atari)
+    resolved = resolve_layout(resolve_devices(config, cuda=False), Machine(2, cuda=False), image_model=atari)
     if config.engine.micro_batch == "auto":
         assert resolved.engine.micro_batch == (8 if atari else 16), name
-    on_gpu = resolve_layout(config, Machine(16, cuda=True), image_model=atari).engine
+    on_gpu = resolve_layout(resolve_devices(config, cuda=True), Machine(16, cuda=True), image_model=atari).engine
     assert on_gpu.device == "cuda", name
     assert on_gpu.actor_device == ("cpu" if config.engine.inline_actors is True else "cuda"), name
 
@@ -139,7 +141,9 @@ def test_explicit_keys_are_kept_and_the_auto_ones_fit_them(overrides, expected):
 
 
 def test_resolve_writes_the_numbers_and_checks_them_again(monkeypatch):
-    config = load_config(None, ["engine.envs=6"])
+    with pytest.raises(ValueError, match="the devices are placed first"):  # where the actors compute decides
+        resolve_layout(load_config(None, ["engine.envs=6"]), Machine(64, cuda=False))
+    config = resolve_devices(load_config(None, ["engine.envs=6"]), cuda=False)
     resolved = resolve_layout(config, Machine(64, cuda=False))
     assert (resolved.engine.executors, resolved.engine.actors, resolved.engine.inline_actors) == (6, 6, True)
     assert resolved.engine.learner_threads == 8

@@ -18,9 +18,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from fastrl.algos.gossip_bounds import fixed_schedule_factor, in_peers
+from fastrl.layers.gossip.bounds import fixed_schedule_factor, in_peers
+from fastrl.layers.gossip.ring import Board, GossipMessage, Place, RemoteInbox, RemoteOutbox
 from fastrl.ranks.cohort import PeerRankLost, join_group
-from fastrl.ranks.gala_ring import Board, GossipMessage, Place, RemoteInbox, RemoteOutbox
 from fastrl.runs.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.engine  # the engine tier: runs, processes, benchmarks

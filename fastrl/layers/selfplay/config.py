@@ -1,5 +1,5 @@
 """The config sections of the multi-agent layers (PettingZoo, docs/multi-agent.md), declared by their ``Layer``s
-(``fastrl.multiagent``): who plays the agents besides the learning policy (``selfplay``) and which named policy
+(``fastrl.layers.agent_rows``): who plays the agents besides the learning policy (``selfplay``) and which named policy
 plays each agent (``multiagent``)."""
 
 from __future__ import annotations
@@ -52,21 +52,3 @@ class SelfPlayConfig:
         max=1.0,
     )
     elo_k: float = _f(16.0, "the Elo ratings' step: rating change per game = elo_k x (score - expected)", min=0.0)
-
-
-@dataclass
-class MultiAgentConfig:
-    """Multi-agent envs (PettingZoo, docs/multi-agent.md): which policy plays each agent."""
-
-    policies: dict = _f(
-        {},
-        "agent -> policy name, for every agent of the env ({}: one policy shared by every agent). Each named "
-        "policy has its own parameters, optimizer and statistics, learned from its agents' rows alone (sync "
-        "and hts, one learner); the first learning policy in the env's agent order is the run's own (its "
-        "checkpoint's 'model', what eval and export play)",
-    )
-    frozen: dict = _f(
-        {},
-        "policy name -> a checkpoint (a run directory or a .pt file) whose parameters play that policy's agents "
-        "and never learn (the run's model; only the tensors are read)",
-    )

@@ -1,4 +1,4 @@
-"""Layers: features built on the core (self-play, named policies, reward scaling, GALA's gossip), each one
+"""What a layer is: a feature built on the core (self-play, named policies, reward scaling, GALA's gossip), each one
 ``Layer`` object registered once.
 
 A layer is every part it adds to a run, each optional, each a function or its ``"package.module:attr"`` path
@@ -12,9 +12,12 @@ A layer is every part it adds to a run, each optional, each a function or its ``
   the extension's ``key``;
 - ``row_roles(spec, buffers, device) -> RowRoles`` with ``plays_rows(config)``: who plays a run's rows
   (``fastrl.sampling.row_roles``); at most one layer plays a run's rows;
-- ``metrics(config) -> MetricsSection | None``: its keys of each metrics line (``fastrl.telemetry.sections``).
+- ``metrics(config) -> MetricsSection | None``: its keys of each metrics line (``fastrl.telemetry.sections``);
+- ``config`` (a dataclass) and ``section``: its config section; ``check(config) -> str | None``: its checks across
+  keys as the config is read (the error, or None); ``moved_keys``: core keys that were its own before it had a
+  section, still read there with a warning (``fastrl.config.moved_keys``).
 
-The core reads ``LAYERS`` and names no layer. fastrl's own are imported plainly by ``fastrl.builtin_layers``;
+The core reads ``LAYERS`` and names no layer. fastrl's own are imported plainly by ``fastrl.layers.builtin``;
 another package registers its own with ``register_layer``, or declares it under the ``fastrl.layers`` entry-point
 group, found in every process of a run (``fastrl.registry``).
 """
@@ -66,6 +69,9 @@ class Layer:
     stats: tuple[str, ...] = ()  # its columns of each learner's stats row (``Control.stat_column(name)``)
     config: type | str | None = None  # its config section's dataclass (fields as the schema's: ``documented_field``)
     section: str = ""  # that section's name in a config ("": the layer's name); ``config.<section>`` reads it
+    check: Part | None = None  # (config) -> the error, or None: its checks across keys, as a config is read
+    # ("section.key" of the core, its key in this layer's section): keys that moved here, still read with a warning
+    moved_keys: tuple[tuple[str, str], ...] = ()
     warm_up: Part | None = None  # () -> None: compiles its numba kernels once, before any run's workers start
     # its panels of ``fastrl plot``: (title, metrics key) pairs; a key's value is a number or a table of numbers
     # (a curve per name); layers giving one title share its panel
@@ -83,7 +89,9 @@ def _check(name: str, layer: Any) -> str | None:
         return f"it is registered as {name!r} but the Layer is named {layer.name!r}"
     if (layer.row_roles is None) != (layer.plays_rows is None):
         return "row_roles and plays_rows come together: who plays the rows, and in which runs"
-    for which in ("plan", "learner_extension", "row_roles", "metrics", "warm_up"):
+    if layer.moved_keys and layer.config is None:
+        return "moved_keys move old keys into the layer's config section: declare its config"
+    for which in ("plan", "learner_extension", "row_roles", "metrics", "warm_up", "check"):
         part = getattr(layer, which)
         if part is not None and not callable(part) and not (isinstance(part, str) and ":" in part):
             return f"{which} must be a function or its 'package.module:attr' (got {part!r})"
@@ -129,6 +137,24 @@ def layer_sections() -> dict[str, type]:
 def layer_section_docs() -> dict[str, str]:
     """Each layer section's one line for the config reference: its layer's summary."""
     return {layer.section or layer.name: layer.summary for layer in layers_with("config")}
+
+
+def check_layers(config: Any) -> None:
+    """Every layer's ``check`` of a config, in order: the first error, as a ``ConfigError``."""
+    for layer in layers_with("check"):
+        problem = layer.part("check")(config)
+        if problem:
+            raise ConfigError(problem)
+
+
+def layer_moved_keys() -> dict[tuple[str, str], tuple[str, str]]:
+    """Each layer's moved keys: (old section, key) -> (its section, its key)."""
+    moved = {}
+    for layer in _in_order():
+        for old, new in layer.moved_keys:
+            section, _, key = old.partition(".")
+            moved[(section, key)] = (layer.section or layer.name, new)
+    return moved
 
 
 def layers_with(which: str) -> list[Layer]:

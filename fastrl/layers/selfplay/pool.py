@@ -38,13 +38,13 @@ import torch
 
 from csrc_free_kernels.step_end import CONTINUES
 from fastrl.buffers import RunBuffers
+from fastrl.layers.agent_rows.elo import INITIAL_RATING, expected_score
+from fastrl.layers.selfplay import SELFPLAY_STATS
 from fastrl.learning.extensions import LearnerExtension, Storage
-from fastrl.multiagent import SELFPLAY_STATS
 from fastrl.partition import learning_rows
 from fastrl.spec import RunSpec
 
 SELFPLAY_STREAM = 8  # seeding purpose of the opponents' draws (see fastrl.seeding)
-INITIAL_RATING = 1200.0
 RANDOM_VERSION = -1  # the random player's "version" in the drawn tables (-2: nothing drawn yet)
 SCRIPTED_VERSION = -3  # the scripted player's
 POOL = "pool"  # selfplay.opponents: the pool of past selves plays the other seats
@@ -58,11 +58,6 @@ class Snapshot:
     version: int  # the learner's version it was taken at
     slot: int  # its row of the shared pool
     rating: float
-
-
-def expected_score(rating: float, against: float) -> float:
-    """Elo: the expected score (win 1, draw 1/2) of a player rated ``rating`` against one rated ``against``."""
-    return 1.0 / (1.0 + 10.0 ** ((against - rating) / 400.0))
 
 
 def pool_slots(options, run_ahead: bool) -> int:

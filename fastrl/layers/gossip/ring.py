@@ -1,9 +1,9 @@
 """gala across ranks (torchrun): one ring over every learner of every rank, and Proposition 1 measured over all.
 
 Learner i of rank r is member g = r·L + i of G = R·L (L = ``engine.learners``, per rank); its ring in-peer is
-member (g − 1) mod G (``fastrl.algos.gossip_bounds.in_peers``). Every gala learner of every rank joins one process
+member (g − 1) mod G (``fastrl.layers.gossip.bounds.in_peers``). Every gala learner of every rank joins one process
 group (``cohort.join_group``). Peers on the same rank keep their shared-memory mailboxes
-(``fastrl.learning.gossip``); this module carries what crosses ranks.
+(``fastrl.layers.gossip.mixing``); this module carries what crosses ranks.
 
 **Ring messages between ranks.** A message is the half-step's flat vector behind a header holding the update
 that produced it (``GossipMessage``), sent point to point (``isend``/``irecv``). What the shared-memory
@@ -31,12 +31,12 @@ Ctrl-C) is one rank's flag, but the ring is every rank's: a learner whose rank r
 store (``finish_wanted``), and a learner that reads it there (every ``FINISH_POLL_S``) raises its own rank's, so
 every learner finishes at its next barrier, as sync's barriers agree it.
 
-**allreduce** across ranks (``fastrl.ranks.gala_group``): every update, one all-reduce of the gradient over
+**allreduce** across ranks (``fastrl.layers.gossip.group``): every update, one all-reduce of the gradient over
 all G learners (gloo and NCCL give every member the same bits), with one more element: "this learner
 finished". A learner that finishes takes part once more with it set, so its peers end at that update too
 (``PeerFinished``), as on one node.
 
-**Proposition 1 over all G learners: consensus rounds** (``fastrl.ranks.gala_group.ConsensusRounds``). In
+**Proposition 1 over all G learners: consensus rounds** (``fastrl.layers.gossip.group.ConsensusRounds``). In
 round m every learner all-reduces, without waiting on it, its θ in float64 (sum: x̄ over all G) and [its
 largest update norm, its staleness, its distance at round m − 1] (max). Once both are in: its own ‖x_g − x̄‖,
 the bound from every learner's largest update norm and staleness, and the largest distance over all G at round
@@ -57,8 +57,8 @@ import torch
 import torch.distributed as dist
 
 from fastrl.buffers.control import Flag
+from fastrl.layers.gossip.group import ConsensusRounds, GroupReduce, Wait, first_line, flatten, unflatten
 from fastrl.ranks.cohort import PeerRankLost, join_group
-from fastrl.ranks.gala_group import ConsensusRounds, GroupReduce, Wait, first_line, flatten, unflatten
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,11 @@
-"""Elo ratings between named policies (``multiagent.policies``), from the games they play against each other.
+"""Elo ratings: the expected score of one player against another, and the ratings between named policies
+(``multiagent.policies``), from the games they play against each other.
 
 Every agent of a game reports its episode when the game ends (``(row, return, length)`` on the episodes queue,
 row e being game e // k's agent e mod k). Once all k agents of a game are in, each pair of agents played by
 different policies is one rated encounter: the higher return wins (score 1), equal returns draw (1/2), and both
 policies move by ``elo_k`` x (score - expected), as the self-play pool's ratings do
-(``fastrl.multiagent.selfplay``). Agents of the same policy are not rated against each other.
+(``fastrl.layers.selfplay.pool``). Agents of the same policy are not rated against each other.
 
 Like every other metric of the main process (``return_mean``, ``policy_returns``), the ratings follow the order
 in which games arrive, which depends on timing; the parameters the run trains never read them.
@@ -12,7 +13,12 @@ in which games arrive, which depends on timing; the parameters the run trains ne
 
 from __future__ import annotations
 
-from fastrl.multiagent.selfplay import INITIAL_RATING, expected_score
+INITIAL_RATING = 1200.0
+
+
+def expected_score(rating: float, against: float) -> float:
+    """Elo: the expected score (win 1, draw 1/2) of a player rated ``rating`` against one rated ``against``."""
+    return 1.0 / (1.0 + 10.0 ** ((against - rating) / 400.0))
 
 
 class PolicyRatings:

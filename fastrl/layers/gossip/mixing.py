@@ -17,7 +17,7 @@ heartbeat (a slow peer is not a hang) and end at the stop flag.
 
 Under torchrun (``spec.ranks``) the ring runs over every learner of every rank: learner i of rank r is
 member r·L + i of R·L, its in-peer the member before it. Peers on this rank keep the mailboxes above;
-peers on other ranks are reached through ``fastrl.ranks.gala_ring`` (point to point, with the
+peers on other ranks are reached through ``fastrl.layers.gossip.ring`` (point to point, with the
 mailbox header in the launch's store), behind the same inbox/outbox interface, so the τ′ rule and the
 deterministic schedule are this module's for both. allreduce becomes one collective over every learner,
 and the consensus measurements become rounds over every learner (``gala_group.ConsensusRounds``).
@@ -32,14 +32,14 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from fastrl.algos.gossip_bounds import consensus_bound, in_peers
 from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Flag, Stat
 from fastrl.buffers.params import VERSION, SharedParams
 from fastrl.errors import StopRequested
+from fastrl.layers.gossip import GOSSIP_STATS
+from fastrl.layers.gossip.bounds import consensus_bound, in_peers
+from fastrl.layers.gossip.ring import Place, RankGossip
 from fastrl.learning.extensions import LearnerExtension, PeerFinished
-from fastrl.learning.gossip_layer import GOSSIP_STATS
-from fastrl.ranks.gala_ring import Place, RankGossip
 
 # mailbox header columns after the seqlock's [SEQ, VERSION]: the version the out-peer read last, "sends no more"
 CONSUMED, FINAL = VERSION + 1, VERSION + 2
@@ -334,6 +334,6 @@ class Gossip(LearnerExtension):
 
 def gossip(learner) -> Gossip | None:
     """A gala learner's gossip with the others; None in every other mode."""
-    if not learner.spec.gala:
+    if learner.spec.config.engine.mode != "gala":
         return None
     return Gossip(learner.spec, learner.buffers, learner.index, learner.model, learner.worker)

@@ -9,7 +9,7 @@ import numpy as np
 
 from fastrl.buffers.control import layer_columns
 from fastrl.config import Config
-from fastrl.layers import layer_stats
+from fastrl.layer import layer_stats
 from fastrl.telemetry.sections import MetricsSection, finite_or_none
 
 

@@ -1,4 +1,4 @@
-"""``algo.normalize_rewards``: the learner trains on rewards scaled by the running std of a discounted return.
+"""``reward_scaling.normalize``: the learner trains on rewards scaled by the running std of a discounted return.
 
 The scaling is the learner's, at its barrier, over the storage it learns from, in a fixed (step,
 env) order (``csrc_free_kernels.reward_scaling``): so it is as deterministic as the parameters,
@@ -68,7 +68,7 @@ class RewardScaler(LearnerExtension):
     def load(self, state: dict | None) -> None:
         if state is None:
             log.warning(
-                "algo.normalize_rewards: the checkpoint has no reward statistics (it was trained without "
+                "reward_scaling.normalize: the checkpoint has no reward statistics (it was trained without "
                 "them); they start afresh"
             )
             return
@@ -90,11 +90,11 @@ class RewardScaler(LearnerExtension):
 
 
 def reward_scaling(learner) -> RewardScaler | None:
-    """A learner's scaler over its envs, or None without ``algo.normalize_rewards``."""
-    algo = learner.algo
-    if not algo.normalize_rewards:
+    """A learner's scaler over its envs, or None without ``reward_scaling.normalize``."""
+    options = learner.spec.config.reward_scaling
+    if not options.normalize:
         return None
-    return RewardScaler(len(learner.owned), algo.gamma, algo.reward_clip, learner.cohort)
+    return RewardScaler(len(learner.owned), learner.algo.gamma, options.clip, learner.cohort)
 
 
 def warm_up() -> None:

@@ -1,5 +1,5 @@
-"""The multi-agent layer's keys of the metrics lines (``fastrl.telemetry.sections``): the self-play pool's Elo
-rating and scores, and each named policy's return and rating."""
+"""The named policies' keys of the metrics lines (``fastrl.telemetry.sections``): each policy's return and the
+policies' Elo ratings between them."""
 
 from __future__ import annotations
 
@@ -8,33 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from fastrl.buffers.control import layer_columns
 from fastrl.config import Config
-from fastrl.layers import layer_stats
-from fastrl.multiagent.policy_ratings import PolicyRatings
-from fastrl.multiagent.selfplay import POOL
+from fastrl.layers.agent_rows.elo import PolicyRatings
 from fastrl.telemetry.sections import MetricsSection, finite_or_none
-
-
-class PoolMetrics(MetricsSection):
-    """The learning seat's rating and scores against the pool (``fastrl.multiagent.selfplay``), from the stats row."""
-
-    def __init__(self, config: Config):
-        self.random, self.scripted = config.selfplay.random_share > 0, config.selfplay.scripted_share > 0
-        self.column = layer_columns(layer_stats())  # as the run's plan placed them (this process planned it)
-
-    def fields(self, stats: np.ndarray) -> dict[str, Any]:
-        line: dict[str, Any] = {
-            "elo": round(float(stats[self.column["elo"]]), 2),
-            "pool_size": int(stats[self.column["pool_size"]]),
-            "pool_score": finite_or_none(stats[self.column["pool_score"]]),
-            "pool_games": int(stats[self.column["pool_games"]]),
-        }
-        if self.random:
-            line["random_score"] = finite_or_none(stats[self.column["random_score"]])
-        if self.scripted:
-            line["scripted_score"] = finite_or_none(stats[self.column["scripted_score"]])
-        return line
 
 
 class NamedPolicyMetrics(MetricsSection):
@@ -63,10 +39,6 @@ class NamedPolicyMetrics(MetricsSection):
             "policy_elo": {name: round(r, 2) for name, r in self.ratings.ratings.items()},
             "policy_games": self.ratings.games,
         }
-
-
-def pool_metrics(config: Config) -> PoolMetrics | None:
-    return PoolMetrics(config) if config.selfplay.opponents == POOL else None
 
 
 def named_policy_metrics(config: Config) -> NamedPolicyMetrics | None:
