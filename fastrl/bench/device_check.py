@@ -8,7 +8,7 @@ others), each one JSON line appended to ``DIR/device_check.jsonl`` the moment it
 
 1. ``machine``: ``nvidia-smi``'s GPU line, the cores, Python, torch and its CUDA, numpy, numba, ale-py,
    free ``/dev/shm``;
-2. ``cuda_tests``: ``pytest -m cuda`` (tests/test_cuda.py: runs on the GPU, batch invariance there,
+2. ``cuda_tests``: ``pytest -m cuda`` (tests/devices/test_cuda.py: runs on the GPU, batch invariance there,
    bit-identical parameters across actor layouts, the learner's uploads and deferred checks);
 3. ``invariance``: the GPU forward's batch invariance and its error against the CPU in fp32
    (``fastrl bench invariance``);
@@ -82,7 +82,7 @@ def steps(dry_run: bool, python: str = sys.executable) -> list[Step]:
         "cuda",
         "-p",
         "no:cacheprovider",
-        "tests/test_cuda.py",
+        "tests/devices/test_cuda.py",
     ]
     hts_14x8 = [*fastrl, "sampling", hts, "--executors", *counts[-1:], "--envs-per-executor", "8", *seconds]
     return [

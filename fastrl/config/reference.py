@@ -1,6 +1,6 @@
 """Every key's default and documentation, as ``fastrl config`` prints them and as
 ``docs/config-reference.md`` lists them (``fastrl config --markdown > docs/config-reference.md``;
-``tests/test_config.py`` fails when the page and the schema differ)."""
+``tests/config/test_config.py`` fails when the page and the schema differ)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ observation into its buffer row. Two kinds of id:
 Determinism: envpool fixes an env's seed when it is made and ignores ``reset(seed)``; each env's seed comes from its
 own stream (``fastrl.seeding.made_env_seed``: the run's seed, the env's global index, the restart), and its later
 episodes follow from that seed and its actions. Its trajectory therefore does not depend on which group or executor
-holds it: runs are bit-identical across layouts (``tests/test_envpool_backend.py``).
+holds it: runs are bit-identical across layouts (``tests/envs/test_envpool_backend.py``).
 
 What it gives up against fastrl's own backends, each refused before a run starts where a config asks for it:
 

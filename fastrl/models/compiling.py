@@ -16,7 +16,7 @@ What compiling must not change, and why it does not:
   in an eager process (``fastrl eval``, ``load_policy``, a resume with ``model.compile = false``).
 - **Batch invariance.** A graph is compiled for the shapes it sees: the actors forward only their
   fixed micro-batch, so they get one graph of one static shape, whose kernels treat rows alike wherever a row sits
-  (``tests/test_compiling.py`` permutes rows, as the eager tests do). The compiled forward's bits
+  (``tests/models/test_compiling.py`` permutes rows, as the eager tests do). The compiled forward's bits
   may differ from the eager one's; a run is deterministic because all its actors run the same graph.
 - **No process left behind.** Inductor compiles in a pool of worker processes when it may use more
   than one thread; a worker killed mid-compile could orphan them, so compiling uses one thread

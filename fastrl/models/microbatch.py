@@ -14,7 +14,7 @@ with 5-7 or 9-11 rows a row's bits depend on its position in the chunk (rows pas
 full 4-row block of the GEMM take another code path); sizes 1-4, 8 and 12-24 were
 position-invariant. On an AVX-512/AMX Xeon (Sapphire Rapids) the MLP's 8-row GEMM gives odd
 rows other bits than even ones, while 16, 24 and 32 hold; the CNNs hold at 8 and 16, in fp32
-and in bf16 (``tests/test_models.py``).
+and in bf16 (``tests/models/test_models.py``).
 
 Models must treat rows independently (no batch norm in training mode, no cross-row ops).
 """

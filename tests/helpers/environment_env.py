@@ -1,5 +1,5 @@
 """CartPole whose every reward is read from an environment variable when the env is made: what a worker
-sees of the main process's environment (tests/test_spawn.py)."""
+sees of the main process's environment (tests/process/test_spawn.py)."""
 import os
 
 import gymnasium as gym

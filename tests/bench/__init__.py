@@ -1,0 +1,1 @@
+"""The benchmarks' plumbing (fastrl/bench), never their speed: speed is measured in bench/."""

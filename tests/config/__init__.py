@@ -1,0 +1,1 @@
+"""Configs (fastrl/config and the shipped configs): loading, checking, bad input, the papers' settings."""

@@ -1,0 +1,1 @@
+"""The numba kernels (csrc_free_kernels), each against its plain-numpy reference."""

@@ -1,0 +1,2 @@
+"""The modes (fastrl/modes) end to end: sync, hts and async schedules, process layouts, run-ahead, the delayed
+gradient."""

@@ -1,0 +1,1 @@
+"""Workers (fastrl/process): starting, supervising and ending them; faults, signals, memory limits, layouts."""

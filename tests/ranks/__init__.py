@@ -1,0 +1,1 @@
+"""Many ranks under torchrun (fastrl/ranks): launches, gradient buckets, gala across ranks."""

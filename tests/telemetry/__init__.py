@@ -1,0 +1,1 @@
+"""Watching a run (fastrl/telemetry): metrics, TensorBoard, W&B, the progress line, fastrl plot."""

@@ -1,0 +1,1 @@
+"""fastrl tune (fastrl/tuning): Optuna studies of a config's time to a score."""
