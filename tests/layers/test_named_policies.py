@@ -1,4 +1,4 @@
-"""Named policies (``multiagent.policies``, fastrl/multiagent/named_policies.py): each agent of a multi-agent env
+"""Named policies (``multiagent.policies``, fastrl/layers/named_policies/policies.py): each agent of a multi-agent env
 played by a policy of its own, learned from its agents' rows alone or frozen from a checkpoint. Envs: PettingZoo's
 connect_four_v3 (turn-based, masked) and tests/helpers/agents_env.py (a Parallel env of 3 agents that leave
 early, their observations NaN from then on)."""
