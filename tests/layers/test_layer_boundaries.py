@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import fastrl
-from fastrl.layers import LAYERS
+from fastrl.layer import LAYERS
 from fastrl.runs.checkpoint import load_checkpoint
 from tests.helpers.runs import cartpole
 

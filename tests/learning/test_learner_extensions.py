@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fastrl
-from fastrl.layers import LAYERS
+from fastrl.layer import LAYERS
 from fastrl.learning.extensions import LearnerExtension, register_learner_extension
 from fastrl.runs.checkpoint import load_checkpoint
 

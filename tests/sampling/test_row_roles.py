@@ -11,7 +11,7 @@ import pytest
 import fastrl
 from fastrl.config import ConfigError, load_config
 from fastrl.envs.base import UNLEARNED
-from fastrl.layers import LAYERS
+from fastrl.layer import LAYERS
 from fastrl.models.action_mask import attach
 from fastrl.models.uniform import UniformPolicy
 from fastrl.sampling.row_roles import register_row_roles, row_roles_for, row_roles_kind

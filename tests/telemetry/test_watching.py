@@ -216,7 +216,7 @@ def _telemetry_on_a_fake_clock(tmp_path, monkeypatch, config_path: str, learners
     """A Telemetry over bare control arrays whose ``time.monotonic`` is ``clock[0]``: (telemetry, control, clock)."""
     from fastrl.api import resolve_config
     from fastrl.buffers.control import Control, control_arrays
-    from fastrl.layers import layer_stats
+    from fastrl.layer import layer_stats
     from fastrl.runs.run_dir import RunDir
     from fastrl.spec import WorkerIds
     from fastrl.telemetry import metrics
