@@ -152,6 +152,21 @@ def test_the_statistics_are_checkpointed_and_a_resumed_run_goes_on_from_them(tmp
     assert torch.equal(policy.value_normalizer.mean, resumed["value_normalizer.mean"])
 
 
+@pytest.mark.engine
+def test_serial_popart_runs_are_bit_identical_across_executor_layouts(tmp_path):
+    """async is nondeterministic by timing, but its serial schedule is not: the statistics and the rescaled head
+    move only in the learner, by the batches it learns from, so the layout changes nothing."""
+    overrides = ["engine.serial=true", "engine.envs=4", "algo.batch_slots=2", "run.total_frames=1000", *QUIET]
+    models = []
+    for executors in (1, 2):
+        run_dir = tmp_path / str(executors)
+        fastrl.train("configs/cartpole_impala.toml", [*overrides, f"engine.executors={executors}"], run_dir=run_dir)
+        models.append(load_checkpoint(run_dir)["model"])
+    one, two = models
+    assert one["value_normalizer.count"].item() == 1 + 1000  # every target learned from, once
+    assert one.keys() == two.keys() and all(torch.equal(one[k], two[k]) for k in one)
+
+
 def _score(tmp_path, config: str, seed: int, *extra: str) -> float:
     overrides = [TIME_LIMITED, "run.total_frames=100000", f"run.seed={seed}", *QUIET, *extra]
     summary = fastrl.train(f"configs/{config}.toml", overrides, run_dir=tmp_path / f"{config}-{seed}")
