@@ -42,6 +42,7 @@ from fastrl.algos.update_rule import Gradient, LossStats, forward_storage, live_
 from fastrl.algos.vtrace_torch import vtrace_torch
 from fastrl.buffers.device_storage import DeviceStorage
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
+from fastrl.models.normalizer import MergeRanks
 from fastrl.schema import AlgoConfig
 
 
@@ -54,12 +55,14 @@ def impala_loss(
     entropy_coef: float | None = None,
     options: ImpalaOptions | None = None,
     observe_targets: bool = False,
+    merge_ranks: MergeRanks | None = None,
 ):
     """V-trace's ratios compare the stored behaviour log-probs with ``distribution``'s of the current head
     (summed over dimensions for MultiDiscrete and Box). ``entropy_coef``: the scheduled bonus (default
     ``algo.entropy_coef``); ``options``: V-trace's truncations and lambda (default ``ImpalaOptions()``).
     A model with value statistics (``algo.normalize_returns``): the value error and the advantages are in units
-    of their σ, after ``observe_targets`` merged this batch's targets into them (the update's; not the warm-up's)."""
+    of their σ, after ``observe_targets`` merged this batch's targets into them (the update's; not the warm-up's),
+    every rank's with ``merge_ranks`` (``fastrl.ranks.cohort``)."""
     steps = storage["action"].shape[1] - 1
     obs = storage.tensor("obs")
     actions = storage.tensor("action")[:, :steps]
@@ -75,7 +78,7 @@ def impala_loss(
     vs, advantages = _vtrace(storage, target, values.detach(), ends, args, device)  # in the returns' units
     statistics = popart.value_statistics(model)
     if statistics is not None:  # PopArt: the errors in units of σ (of the statistics with this batch's targets)
-        scale = popart.observe_targets(statistics, vs, present) if observe_targets else statistics.std()
+        scale = popart.observe_targets(statistics, vs, present, merge_ranks) if observe_targets else statistics.std()
         vs, values, advantages = vs / scale, values / scale, advantages / scale
     policy_loss = -weighted_mean(advantages * chosen, acting)
     value_loss = weighted_mean((vs - values[:, :steps]).pow(2), present)
@@ -117,9 +120,8 @@ class Impala(Gradient):
         self._learning = False  # the loss of an update moves the value statistics; the warm-up's does not
 
     def _loss(self, net, storage):
-        return impala_loss(
-            net, storage, self.algo, self.device, self.distribution, self.entropy_coef, self.options, self._learning
-        )
+        own = (self.distribution, self.entropy_coef, self.options, self._learning, self.cohort.moments)
+        return impala_loss(net, storage, self.algo, self.device, *own)
 
     def learn(self, storage, rollout):
         statistics = popart.value_statistics(self.model)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from fastrl.models.normalizer import MergeRanks
+
 
 def value_statistics(model: nn.Module) -> nn.Module | None:
     """``model``'s ``algo.normalize_returns`` statistics, or None."""
@@ -47,10 +49,13 @@ def snapshot(statistics: nn.Module) -> tuple[Tensor, Tensor]:
 
 
 @torch.no_grad()
-def observe_targets(statistics: nn.Module, targets: Tensor, weights: Tensor | None = None) -> Tensor:
-    """Merge the value targets ``targets`` (the rows ``weights`` keeps, where given) into the statistics; σ' after."""
+def observe_targets(
+    statistics: nn.Module, targets: Tensor, weights: Tensor | None = None, merge_ranks: MergeRanks | None = None
+) -> Tensor:
+    """Merge the value targets ``targets`` (the rows ``weights`` keeps, where given) into the statistics; σ' after.
+    ``merge_ranks``: every rank's targets (``fastrl.ranks.cohort``), so every rank's statistics and head agree."""
     rows = targets.reshape(-1) if weights is None else targets[weights > 0]
-    statistics.observe(rows.float())
+    statistics.observe(rows.float(), merge_ranks)
     return statistics.std()
 
 
