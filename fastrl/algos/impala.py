@@ -8,9 +8,11 @@ observation (``fastrl.algos.time_limits``); a terminated one does not. A multi-a
 ``live`` field): the policy terms over the rows whose agent acted, the value term over those where it was
 present; a waiting agent's action was thrown away, so its ratio is 1 (the trace passes through it on-policy).
 V-trace runs as the numba kernel on a CPU learner and in torch on a GPU one (same math,
-tested against the numpy reference). Its truncations and lambda are IMPALA's own options (``ImpalaOptions``,
-``fastrl.algos.impala_options``: the config's ``[algo.options]``); the batch, ``algo.batch_slots``, is the async
-mode's.
+tested against the numpy reference). ``algo.normalize_returns``: PopArt (``fastrl.algos.popart``): V-trace in
+the returns' own units, from the values the model returns; its targets move the value statistics, the value
+head is rescaled to keep its outputs, and the value error and the policy's advantages are divided by σ. Its
+truncations and lambda are IMPALA's own options (``ImpalaOptions``, ``fastrl.algos.impala_options``: the
+config's ``[algo.options]``); the batch, ``algo.batch_slots``, is the async mode's.
 
 Loss scale against the paper. Its loss (the ``scalable_agent`` code) sums over the N = T x B
 steps of a batch and halves the squared value error, so that d loss / d V = −(v_s − V):
@@ -27,16 +29,20 @@ sum's gradient is c / N here. ``configs/pong_impala_paper.toml`` sets the paper'
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 
 from csrc_free_kernels.vtrace import vtrace
+from fastrl.algos import popart
 from fastrl.algos.impala_options import ImpalaOptions
 from fastrl.algos.time_limits import final_values
 from fastrl.algos.update_rule import Gradient, LossStats, forward_storage, live_weights, weighted_mean
 from fastrl.algos.vtrace_torch import vtrace_torch
 from fastrl.buffers.device_storage import DeviceStorage
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
+from fastrl.models.normalizer import MergeRanks
 from fastrl.schema import AlgoConfig
 
 
@@ -48,10 +54,15 @@ def impala_loss(
     distribution: ActionDistribution = CATEGORICAL,
     entropy_coef: float | None = None,
     options: ImpalaOptions | None = None,
+    observe_targets: bool = False,
+    merge_ranks: MergeRanks | None = None,
 ):
     """V-trace's ratios compare the stored behaviour log-probs with ``distribution``'s of the current head
     (summed over dimensions for MultiDiscrete and Box). ``entropy_coef``: the scheduled bonus (default
-    ``algo.entropy_coef``); ``options``: V-trace's truncations and lambda (default ``ImpalaOptions()``)."""
+    ``algo.entropy_coef``); ``options``: V-trace's truncations and lambda (default ``ImpalaOptions()``).
+    A model with value statistics (``algo.normalize_returns``): the value error and the advantages are in units
+    of their σ, after ``observe_targets`` merged this batch's targets into them (the update's; not the warm-up's),
+    every rank's with ``merge_ranks`` (``fastrl.ranks.cohort``)."""
     steps = storage["action"].shape[1] - 1
     obs = storage.tensor("obs")
     actions = storage.tensor("action")[:, :steps]
@@ -64,7 +75,11 @@ def impala_loss(
         target = torch.where(acting > 0, target, storage.tensor("logp")[:, :steps].to(target.dtype))
     own = options if options is not None else ImpalaOptions()
     args = (algo.gamma, own.rho_bar, own.c_bar, own.vtrace_lambda)
-    vs, advantages = _vtrace(storage, target, values.detach(), ends, args, device)
+    vs, advantages = _vtrace(storage, target, values.detach(), ends, args, device)  # in the returns' units
+    statistics = popart.value_statistics(model)
+    if statistics is not None:  # PopArt: the errors in units of σ (of the statistics with this batch's targets)
+        scale = popart.observe_targets(statistics, vs, present, merge_ranks) if observe_targets else statistics.std()
+        vs, values, advantages = vs / scale, values / scale, advantages / scale
     policy_loss = -weighted_mean(advantages * chosen, acting)
     value_loss = weighted_mean((vs - values[:, :steps]).pow(2), present)
     entropy = weighted_mean(entropies, acting)
@@ -95,11 +110,35 @@ def _vtrace(
 
 
 class Impala(Gradient):
-    """One V-trace step per batch at the current θ; the async learner measures the lag (``lag`` None)."""
+    """One V-trace step per batch at the current θ; the async learner measures the lag (``lag`` None). With value
+    statistics (``algo.normalize_returns``), each update moves them by its targets and rescales the value head to
+    keep its outputs (PopArt, ``fastrl.algos.popart``)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.options: ImpalaOptions = self.options if self.options is not None else ImpalaOptions()
+        self._learning = False  # the loss of an update moves the value statistics; the warm-up's does not
 
     def _loss(self, net, storage):
-        return impala_loss(net, storage, self.algo, self.device, self.distribution, self.entropy_coef, self.options)
+        own = (self.distribution, self.entropy_coef, self.options, self._learning, self.cohort.moments)
+        return impala_loss(net, storage, self.algo, self.device, *own)
+
+    def learn(self, storage, rollout):
+        statistics = popart.value_statistics(self.model)
+        if statistics is None:
+            return super().learn(storage, rollout)
+        head = popart.value_head(self.model)
+        before, saved = popart.snapshot(statistics), copy.deepcopy(statistics.state_dict())
+        self._learning = True
+        try:
+            losses = super().learn(storage, rollout)  # the statistics move by this batch's targets
+        except BaseException:
+            statistics.load_state_dict(saved)  # no update was made from this batch (a non-finite loss): nor by it
+            raise
+        finally:
+            self._learning = False
+        after = popart.snapshot(statistics)
+        popart.preserve_outputs(head, before, after)
+        if self.pending_grads is not None:
+            self.pending_grads = popart.rescaled_gradients(self.model, self.pending_grads, head, before, after)
+        return losses

@@ -261,6 +261,7 @@ register_algorithm(
         "fastrl.algos.impala:Impala",
         lags=(None,),
         summary="IMPALA: V-trace on gathered batches",
+        normalizes_returns=True,  # PopArt (fastrl.algos.popart)
         options="fastrl.algos.impala_options:ImpalaOptions",
         moved_keys=("rho_bar", "c_bar", "vtrace_lambda"),
         agent_rows=True,

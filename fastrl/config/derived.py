@@ -1,7 +1,7 @@
 """The keys left at ``"auto"`` that follow from the others, filled in as a ``Config`` is made: the algorithm of the
-mode, the network the algorithm learns with, and the input and return normalisation the built-in models and PPO
-take, so everything after it (and the run's config.toml) reads plain values. They need the algorithm registry and
-the modes, which stand above the schema, so this module installs ``resolve_derived_defaults`` into it
+mode, the network the algorithm learns with, and the input and return normalisation the built-in models, PPO and
+IMPALA take, so everything after it (and the run's config.toml) reads plain values. They need the algorithm
+registry and the modes, which stand above the schema, so this module installs ``resolve_derived_defaults`` into it
 (``fastrl.schema.install_derived_defaults``) when ``fastrl.config`` is imported; it reads the sections it fills,
 never the whole config."""
 
@@ -18,7 +18,8 @@ BUILTIN_MODELS = ("auto", "mlp", "nature", "shallow", "impala", "multi")
 def resolve_derived_defaults(mode: str, algo: AlgoConfig, model: ModelConfig) -> None:
     """``algo.name`` the mode's algorithm (``fastrl.modes.default_algorithm``); ``model.name`` the algorithm's own
     network where it names one; ``model.normalize_obs`` and ``algo.normalize_returns`` on where the built-in
-    models and PPO take them (the default job's settings), off for 'random', custom models and other algorithms."""
+    models and the algorithms registered with ``normalizes_returns`` (PPO; IMPALA, as PopArt) take them, off for
+    'random', custom models and other algorithms."""
     if algo.name == AUTO:
         algo.name = default_algorithm(mode)
     algorithm = registry.known(algo.name)  # a plug-in not imported yet: None

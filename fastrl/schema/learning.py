@@ -138,8 +138,10 @@ class AlgoConfig:
     normalize_returns: bool | str = _f(
         AUTO,
         "ppo: the value head predicts returns in units of their running mean and std (sample-factory's "
-        "normalize_returns); the value loss and value clip are measured in those units; built-in models only; "
-        "'auto': on for PPO with a built-in model, off otherwise",
+        "normalize_returns); the value loss and value clip are measured in those units. impala: PopArt, the same "
+        "statistics of the V-trace targets, the value head rescaled to keep its outputs when they move, the value "
+        "error and advantages in units of their std. Built-in models only; 'auto': on for PPO and IMPALA with a "
+        "built-in model, off otherwise",
         auto=True,
     )
     # the async mode's batch, not IMPALA's alone: it also sizes the run's slots (fastrl.process.run_plan), so any

@@ -26,5 +26,6 @@ def test_pong_impala_matches_the_papers_atari_settings_on_the_mean_loss():
     assert math.isclose(algo.max_grad_norm, PAPER["grad_clip"] / steps)
     vtrace = options_of(load_algorithm("impala"), algo.options)
     assert algo.gamma == PAPER["gamma"] and (vtrace.rho_bar, vtrace.c_bar) == (1.0, 1.0)
+    assert algo.normalize_returns is False  # no PopArt in the paper's IMPALA
     assert config.env.atari.clip_rewards and config.env.atari.episodic_life
     assert (config.env.atari.frame_skip, config.env.atari.stack, config.env.atari.size) == (4, 4, 84)
