@@ -8,7 +8,7 @@ out=${OUT:-bench-out/fuzz-$(date +%Y%m%d-%H%M)}
 mkdir -p "$out"
 rm -f "$out"/counts-*.json
 start=$(date +%s)
-FASTRL_FUZZ=full FASTRL_FUZZ_COUNTS="$out" python -m pytest tests/fuzz -q -p no:cacheprovider -o addopts="" \
+FASTRL_FUZZ=full FASTRL_FUZZ_COUNTS="$out" python -m pytest tests/fuzz -q -p no:cacheprovider -o addopts="" --timeout 0 \
     -m "unit or engine" "$@" 2>&1 | tee "$out/pytest.log"
 status=${PIPESTATUS[0]}
 lscpu > "$out/lscpu.txt"

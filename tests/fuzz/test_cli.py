@@ -95,7 +95,7 @@ def argvs(draw, case):
     return argv
 
 
-@fuzz(sample=3, full=150)
+@fuzz(sample=3, full=100)
 @given(st.data())
 @example(None)
 def test_every_subcommand_with_generated_options_answers_cleanly(places, tmp_path_factory, monkeypatch, data):

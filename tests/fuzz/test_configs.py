@@ -89,7 +89,7 @@ def _flat(data: dict, prefix: str = ""):
             yield f"{prefix}{key}", value
 
 
-@fuzz(sample=60, full=3000)
+@fuzz(sample=60, full=3500)
 @given(config_tables())
 def test_generated_tables_give_a_config_or_a_named_refusal(data):
     kind, config = outcome(FAMILY, lambda: config_from_dict(data))
@@ -97,7 +97,7 @@ def test_generated_tables_give_a_config_or_a_named_refusal(data):
         _round_trips(config)
 
 
-@fuzz(sample=40, full=2000)
+@fuzz(sample=40, full=2500)
 @given(toml_documents(), set_lines())
 @example('["env"]\n"id" = "\ud800"\n', [])  # found: a file not UTF-8 was a UnicodeDecodeError's traceback
 def test_generated_files_and_set_lines_are_decided_at_the_check(tmp_path_factory, text, sets):
@@ -108,7 +108,7 @@ def test_generated_files_and_set_lines_are_decided_at_the_check(tmp_path_factory
         _round_trips(config)
 
 
-@fuzz(sample=10, full=400)
+@fuzz(sample=10, full=300)
 @given(toml_documents(), set_lines())
 def test_the_command_refuses_bad_configs_with_exit_2_before_starting(tmp_path_factory, text, sets):
     """``fastrl train FILE --set ...`` of a config the check refuses: exit 2, ``fastrl: bad config:``, no run
@@ -153,7 +153,7 @@ def small_runs(draw):
 
 
 @pytest.mark.engine
-@fuzz(sample=5, full=250)
+@fuzz(sample=5, full=150)
 @given(small_runs(), st.integers(200, 400))
 @example(("sync", ["engine.serial=true", "engine.envs=1", "engine.executors=1"]), 200)
 def test_a_config_the_check_accepts_runs_a_few_hundred_frames(tmp_path_factory, case, frames):

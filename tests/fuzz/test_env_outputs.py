@@ -62,7 +62,7 @@ def _bool_like(value) -> bool:
     return isinstance(value, (bool, np.bool_))
 
 
-@fuzz(sample=12, full=1000)
+@fuzz(sample=12, full=600)
 @given(env_specs(), st.sampled_from(["raise", "reset"]))
 @example({"obs": {"kind": "discrete", "n": 2, "start": 0}, "act": {"kind": "discrete", "n": 2, "start": 0},
           "fault": "terminated", "at": 5, "value": "no"}, "raise")  # found: 'no' was read as true, ending episodes

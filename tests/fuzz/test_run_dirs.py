@@ -82,7 +82,7 @@ def _run(command_name: str, run: Path, out: Path):
     return command(FAMILY, *argv)[0]
 
 
-@fuzz(sample=4, full=150)
+@fuzz(sample=4, full=100)
 @given(st.data(), st.sampled_from(COMMANDS), st.text(max_size=40))
 @example(None, "resume", "")
 def test_a_damaged_run_is_refused_and_never_written_to(base_run, tmp_path_factory, data, command_name, text):
