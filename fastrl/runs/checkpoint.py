@@ -315,8 +315,15 @@ def read_env_episodes(directory: Path) -> dict[int, list[tuple[int, int, float, 
     they were saved)."""
     episodes: dict[int, list[tuple[int, int, float, int]]] = {}
     for path in sorted(directory.glob("*.episodes.json")):
-        for env, ended in json.loads(path.read_text()).items():
-            episodes[int(env)] = [(int(r), int(t), float(ret), int(n)) for r, t, ret, n in ended]
+        try:
+            read = {
+                int(env): [(int(r), int(t), float(ret), int(n)) for r, t, ret, n in ended]
+                for env, ended in json.loads(path.read_text(encoding="utf-8")).items()
+            }
+        except (OSError, ValueError, TypeError, AttributeError) as exc:  # a damaged file: its envs' windows start empty
+            log.warning("%s cannot be read (%s): its envs' return windows start empty", path, exc)
+            continue
+        episodes.update(read)
     return episodes
 
 
