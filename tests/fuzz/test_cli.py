@@ -114,3 +114,11 @@ def test_every_subcommand_with_generated_options_answers_cleanly(places, tmp_pat
     if not resumed and "--out" not in argv:
         assert_unchanged(FAMILY, before_run, case / "run", f"the run after {argv} (exit {code})")
     assert_nothing_left(FAMILY)
+
+
+@pytest.mark.parametrize("name", ["eval", "export"])
+def test_a_path_too_long_for_the_file_system_is_bad_input(tmp_path, name):
+    """Found: ``fastrl eval DIR/üüü...`` (a name over 255 bytes) was an OSError's traceback."""
+    code, _, err = command(FAMILY, name, str(tmp_path / ("ü" * 300)))
+    assert code == 2 and "File name too long" in err
+

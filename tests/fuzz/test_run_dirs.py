@@ -103,3 +103,22 @@ def test_a_damaged_run_is_refused_and_never_written_to(base_run, tmp_path_factor
     if command_name == "resume" and how == "none" and code != 0:
         raise breach(FAMILY, "did_not_run", "an intact run did not resume")
     assert_nothing_left(FAMILY)
+
+
+@pytest.mark.parametrize(("pattern", "how", "command_name"), [
+    ("metrics.jsonl", "overwrite", "plot"),  # found: bytes that are no UTF-8 were a UnicodeDecodeError's traceback
+    (".episodes.json", "text", "resume"),  # found: a damaged episodes file was a JSONDecodeError's traceback
+    (".episodes.json", "overwrite", "resume"),
+])
+def test_found_damages_answer_cleanly(base_run, tmp_path, pattern, how, command_name):
+    source, files = base_run
+    rel = next(f for f in files if f.endswith(pattern))
+    run = tmp_path / "run"
+    shutil.copytree(source, run, symlinks=True)
+    damage(run, rel, how, 3, "{'not': json")
+    before = tree_digest(run)
+    code = _run(command_name, run, tmp_path)
+    assert code in (0, 2)
+    if command_name != "resume" or code:
+        assert_unchanged(FAMILY, before, run, f"{command_name} of a run with {rel} {how}")
+
