@@ -332,7 +332,10 @@ def env_state_files(directory: Path) -> list[Path]:
     file names, so a file another user wrote, or could have rewritten, is refused (``ConfigError``)."""
     files = sorted(directory.glob("*.pkl"))
     for path in [directory, *files]:
-        st = path.stat()
+        try:
+            st = path.stat()
+        except OSError as exc:  # a dangling link, a loop
+            raise ConfigError(f"the env states {str(path)!r} cannot be read: {exc.strerror}") from None
         if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise ConfigError(
                 f"refusing to unpickle the env states in {str(directory)!r}: {str(path)!r} is "
