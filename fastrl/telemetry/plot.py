@@ -88,7 +88,11 @@ def load_run(path: str | Path) -> RunCurves:
     """A run directory's curves; ``ConfigError`` if it holds no metrics."""
     path = Path(path)
     metrics = path / "metrics.jsonl"
-    if not metrics.is_file():
+    try:
+        found = metrics.is_file()
+    except OSError as exc:  # a name too long for the file system
+        raise ConfigError(f"{str(path)!r} is not a run directory: {exc.strerror}") from None
+    if not found:
         raise ConfigError(f"{str(path)!r} is not a run directory: no metrics.jsonl in it")
     # bytes that are no UTF-8 (a damaged file) become replacement characters: their line is then no JSON, as a cut one
     texts, lines = metrics.read_text(encoding="utf-8", errors="replace").splitlines(), []
