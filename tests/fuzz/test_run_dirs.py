@@ -109,6 +109,8 @@ def test_a_damaged_run_is_refused_and_never_written_to(base_run, tmp_path_factor
     ("metrics.jsonl", "overwrite", "plot"),  # found: bytes that are no UTF-8 were a UnicodeDecodeError's traceback
     (".episodes.json", "text", "resume"),  # found: a damaged episodes file was a JSONDecodeError's traceback
     (".episodes.json", "overwrite", "resume"),
+    (".pkl", "truncate", "resume"),  # found: a cut env-state pickle ended the resumed run in an EOFError (exit 1)
+    (".pkl", "dangling_link", "resume"),
 ])
 def test_found_damages_answer_cleanly(base_run, tmp_path, pattern, how, command_name):
     source, files = base_run
