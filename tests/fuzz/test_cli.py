@@ -112,8 +112,8 @@ def test_every_subcommand_with_generated_options_answers_cleanly(places, tmp_pat
         assert_unchanged(FAMILY, {"notes": "x"}, case / "notes.txt", f"the user's file after {argv}")
     resumed = argv[0] == "train" and "--resume" in argv and code == 0
     if not resumed and "--out" not in argv:
-        if argv[0] == "plot":  # plot's default output is RUN/plot.png
-            (case / "run" / "plot.png").unlink(missing_ok=True)
+        for default_output in {"plot": ["plot.png"], "export": ["policy.onnx", "policy.pt"]}.get(argv[0], []):
+            (case / "run" / default_output).unlink(missing_ok=True)  # what the command writes into RUN by default
         assert_unchanged(FAMILY, before_run, case / "run", f"the run after {argv} (exit {code})")
     assert_nothing_left(FAMILY)
 
