@@ -124,3 +124,9 @@ def test_a_path_too_long_for_the_file_system_is_bad_input(tmp_path, name):
     code, _, err = command(FAMILY, name, str(tmp_path / ("ü" * 300)))
     assert code == 2 and "too long" in err
 
+
+def test_eval_on_an_env_id_no_backend_makes_is_bad_input(places, tmp_path):
+    """Found: ``fastrl eval RUN --env PATH`` (no env fastrl can make) was an UnsupportedEnvError's traceback."""
+    code, _, err = command(FAMILY, "eval", str(places / "run"), "--env", str(tmp_path / "missing"), "--episodes", "1")
+    assert code == 2 and "is not a registered gymnasium env" in err
+
