@@ -147,7 +147,12 @@ class GymEnv:
         if type(reward) is not float:
             if np.ndim(reward) != 0:
                 raise EnvOutputError(f"a reward of shape {np.shape(reward)}; expected a scalar")
-            reward = float(reward)
+            try:
+                reward = float(reward)
+            except (TypeError, ValueError):  # None, a string: no number
+                raise EnvOutputError(
+                    f"a reward {_short(reward)} of type {type(reward).__name__}; expected a number"
+                ) from None
         if not math.isfinite(reward):
             raise EnvOutputError(f"a non-finite reward ({reward})")
         return reward
