@@ -68,6 +68,8 @@ def _bool_like(value) -> bool:
           "fault": "terminated", "at": 5, "value": "no"}, "raise")  # found: 'no' was read as true, ending episodes
 @example({"obs": {"kind": "discrete", "n": 2, "start": 0}, "act": {"kind": "discrete", "n": 2, "start": 0},
           "fault": "reset_return", "at": 2, "value": [1, {}, 0]}, "raise")  # found: "too many values to unpack"
+@example({"obs": {"kind": "discrete", "n": 2, "start": 0}, "act": {"kind": "discrete", "n": 2, "start": 0},
+          "fault": "reward", "at": 1, "value": ""}, "raise")  # found: "could not convert string to float", unnamed
 def test_what_an_env_returns_ends_its_run_named_or_goes_on(tmp_path_factory, spec, on_error):
     tmp = tmp_path_factory.mktemp("env")
     text = json.dumps(spec).replace("'", "\\u0027")
