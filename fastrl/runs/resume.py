@@ -88,7 +88,8 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
             f"to train longer, raise it: --set run.total_frames={2 * config.run.total_frames}"
         )
     env_states = _env_states(path, checkpoint)
-    for name in ("config.toml", "metrics.jsonl", "summary.json"):  # what a resumed run rewrites or appends to
+    # what a resumed run rewrites or appends to
+    for name in ("config.toml", "metrics.jsonl", "summary.json", "checkpoints/.reserve"):
         if (run_dir / name).is_symlink() or ((run_dir / name).exists() and not (run_dir / name).is_file()):
             raise ConfigError(f"cannot resume {str(run_dir)!r}: its {name} is not a plain file; move it aside first")
     log.info(
