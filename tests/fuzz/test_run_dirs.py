@@ -112,6 +112,7 @@ def test_a_damaged_run_is_refused_and_never_written_to(base_run, tmp_path_factor
     (".pkl", "truncate", "resume"),  # found: a cut env-state pickle ended the resumed run in an EOFError (exit 1)
     (".pkl", "dangling_link", "resume"),
     ("metrics.jsonl", "folder", "resume"),  # found: config.toml rewritten, then an IsADirectoryError (exit 1)
+    ("checkpoints/.reserve", "folder", "resume"),  # found: the resumed learner's IsADirectoryError (exit 1)
 ])
 def test_found_damages_answer_cleanly(base_run, tmp_path, pattern, how, command_name):
     source, files = base_run
