@@ -156,6 +156,7 @@ def small_runs(draw):
 @fuzz(sample=5, full=150)
 @given(small_runs(), st.integers(200, 400))
 @example(("sync", ["engine.serial=true", "engine.envs=1", "engine.executors=1"]), 200)
+@example(("sync", ["engine.serial=false", "engine.core_rotation_s=5e-324"]), 200)  # found: an executor's OverflowError
 def test_a_config_the_check_accepts_runs_a_few_hundred_frames(tmp_path_factory, case, frames):
     mode, sets = case
     tmp = tmp_path_factory.mktemp("run")
