@@ -72,6 +72,7 @@ def _say(text: str) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from fastrl.envs.actions import UnsupportedEnvError
     from fastrl.evaluation import evaluate
     from fastrl.evaluation.matches import play_matches
 
@@ -99,7 +100,7 @@ def _eval(args: argparse.Namespace) -> int:
                 trust_code=args.trust_code,
                 env_id=args.env,
             )
-    except ConfigError as exc:
+    except (ConfigError, UnsupportedEnvError) as exc:  # --env naming no env fastrl can make is bad input too
         print(f"fastrl: cannot evaluate: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

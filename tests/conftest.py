@@ -5,12 +5,29 @@ import time
 
 import pytest
 
+from tests.helpers.leftovers import Snapshot, become_subreaper, leftovers
 from tests.helpers.runs import live_children, own_segments
 
 # Every process the suite starts (the command, fork servers, torchrun's ranks) compiled fastrl's sources anew
 # where the environment forbids bytecode files (PYTHONDONTWRITEBYTECODE=1): written once here, read after.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_left_as_found():
+    """The whole session (each xdist worker's) leaves no process it started (orphans included: this process is
+    their subreaper), no `/dev/shm` segment and no ``sem.*`` file behind (tests/helpers/leftovers.py); a leftover
+    fails the run as an error in the session's last teardown."""
+    become_subreaper()
+    before = Snapshot()
+    yield
+    api = sys.modules.get("fastrl.api")
+    if api is not None:
+        api.shutdown()  # the fork server the in-process runs keep
+    left = leftovers(before)
+    assert not left["processes"], f"the test session left processes running: {left['processes']}"
+    assert not left["shm"], f"the test session left /dev/shm entries that no process holds: {left['shm']}"
 
 
 @pytest.fixture(autouse=True)

@@ -99,9 +99,10 @@ def register_algorithm(algorithm: Algorithm) -> Algorithm:
 
 def _contract(algorithm: Algorithm) -> str | None:
     """What a registration lacks, or None."""
-    if not algorithm.name or ":" in algorithm.name or algorithm.name == "auto":
-        return "its name must be a plain word (not 'auto', no ':')"
-    if not algorithm.lags or any(lag not in LAGS for lag in algorithm.lags):
+    if not isinstance(algorithm.name, str) or not algorithm.name or ":" in algorithm.name or algorithm.name == "auto":
+        return f"its name must be a plain word (not 'auto', no ':'; got {algorithm.name!r})"
+    lags = algorithm.lags  # a plug-in's own value: a tuple of plain lags, not an int, a list of lists...
+    if not isinstance(lags, tuple) or not lags or any(lag.__hash__ is None or lag not in LAGS for lag in lags):
         return f"lags must name the policy lags it learns at, from {sorted(LAGS, key=str)} (got {algorithm.lags!r})"
     options, sampler = algorithm.options, algorithm.sampler
     if options is not None and not (isinstance(options, str) or dataclasses.is_dataclass(options)):
@@ -110,12 +111,12 @@ def _contract(algorithm: Algorithm) -> str | None:
         return f"sampler must be a factory (spec, options) -> ActionDistribution or its path (got {sampler!r})"
     metrics = algorithm.metrics
     if (
-        not isinstance(metrics, (tuple, list))
+        not isinstance(metrics, tuple)
         or not all(isinstance(m, str) and m for m in metrics)
         or len(set(metrics)) != len(metrics)
         or set(metrics) & set(LOSSES)
     ):
-        return f"metrics must be distinct names other than the losses {LOSSES} (got {metrics!r})"
+        return f"metrics must be distinct names other than the losses {LOSSES}, in a tuple (got {metrics!r})"
     if not (isinstance(algorithm.rule, str) or callable(algorithm.rule)):
         return f"rule must be its UpdateRule class or 'package.module:Class' (got {algorithm.rule!r})"
     return None

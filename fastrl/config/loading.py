@@ -139,4 +139,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:  # TOML is UTF-8 text: a file of other bytes is bad input, not a crash
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}), so not a TOML file") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
     return config_from_dict(apply_overrides(data, overrides))

@@ -147,15 +147,34 @@ class GymEnv:
         if type(reward) is not float:
             if np.ndim(reward) != 0:
                 raise EnvOutputError(f"a reward of shape {np.shape(reward)}; expected a scalar")
-            reward = float(reward)
+            try:
+                reward = float(reward)
+            except (TypeError, ValueError):  # None, a string: no number
+                raise EnvOutputError(
+                    f"a reward {_short(reward)} of type {type(reward).__name__}; expected a number"
+                ) from None
         if not math.isfinite(reward):
             raise EnvOutputError(f"a non-finite reward ({reward})")
         return reward
 
+    @staticmethod
+    def _flag(value, name: str) -> bool:
+        """terminated/truncated: a bool (numpy's too); a string, an array or None would be read as true or false
+        and end episodes no one ended."""
+        if isinstance(value, np.bool_):
+            return bool(value)
+        raise EnvOutputError(f"{name} = {value!r} of type {type(value).__name__}; expected a bool")
+
+    def _reset_obs(self, seed: int):
+        returned = self.env.reset(seed=seed)
+        if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+            raise EnvOutputError(f"{type(returned).__name__} {_short(returned)}, not a tuple (observation, info)")
+        return returned[0]
+
     def probe(self, seed: int = 0) -> None:
         """The full check at start, on a scratch buffer: reset, one step, declared dtype and bounds."""
         out = np.zeros(self.obs_shape, self.obs_dtype)
-        obs, _ = self.env.reset(seed=seed)
+        obs = self._reset_obs(seed)
         self._check_declared(obs, "reset")
         self._write(obs, out)
         obs, reward, *_ = self.env.step(self._to_env(self._probe_action(out)))
@@ -198,13 +217,16 @@ class GymEnv:
     # ---------------------------------------------------------------- adapter protocol
 
     def reset(self, seed: int, out: np.ndarray) -> None:
-        obs, _ = self.env.reset(seed=seed)
-        self._write(obs, out)
+        self._write(self._reset_obs(seed), out)
 
     def step(self, action, prev: np.ndarray, out: np.ndarray) -> tuple[float, float, int, bool]:
         obs, reward, terminated, truncated, _ = self.env.step(self._to_env(action))
         self._write(obs, out)
         reward = self._reward(reward)
+        if type(terminated) is not bool:
+            terminated = self._flag(terminated, "terminated")
+        if type(truncated) is not bool:
+            truncated = self._flag(truncated, "truncated")
         if terminated or truncated:  # a terminal state wins over a time limit reached at the same step
             return reward, reward, TERMINATED if terminated else TRUNCATED, True
         return reward, reward, CONTINUES, False
@@ -331,6 +353,11 @@ def _check_fits(stored: np.ndarray, given: np.ndarray, what: str) -> None:
             f"{what} value {given[index]} at index {index} does not fit the {stored.dtype} the observation space "
             "declares (0..255); declare a wider Box (e.g. float32) or scale the values into it"
         )
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _first_bad(values: np.ndarray) -> str:

@@ -76,7 +76,11 @@ def resolve_checkpoint(target: str | Path, params: str | int = "auto") -> tuple[
     if not isinstance(params, str):
         raise ConfigError(f"params = {params!r}: expected {_PARAMS_ALLOWED}")
     target = Path(target)
-    if not target.exists():
+    try:
+        exists = target.exists()
+    except OSError as exc:  # a name too long, a loop of links: no run there either
+        raise ConfigError(f"nothing to evaluate at {str(target)!r}: {exc.strerror}") from None
+    if not exists:
         raise ConfigError(f"nothing to evaluate at {str(target)!r}: no such run directory or checkpoint file")
     own = checkpoint_file(target)
     run_dir = run_dir_of(target)

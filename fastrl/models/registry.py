@@ -318,6 +318,11 @@ def check_interface(name: str, model: nn.Module, shape: tuple[int, ...], dtype: 
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
         raise ValueError(f"model {name!r}: forward must return {want}, got {type(out).__name__}")
     logits, value = out
+    if logits.device != device or value.device != device:  # torch's error would come later, naming no model
+        raise ValueError(
+            f"model {name!r}: forward must return tensors on its parameters' device {device}, got logits on "
+            f"{logits.device} and value on {value.device}"
+        )
     if (
         tuple(logits.shape) != (2, n_actions)
         or tuple(value.shape) != (2,)

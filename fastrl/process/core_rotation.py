@@ -19,9 +19,12 @@ import os
 log = logging.getLogger(__name__)
 
 
+MIN_PERIOD_S = 1e-3  # shorter periods move a process more often than it can run: 5e-324 made now / P infinite
+
+
 class CoreRotation:
     def __init__(self, index: int, period_s: float):
-        self.index, self.period_s = index, period_s
+        self.index, self.period_s = index, max(period_s, MIN_PERIOD_S) if period_s > 0 else period_s
         can_pin = hasattr(os, "sched_setaffinity")  # Linux; elsewhere the OS places processes
         self.cpus = sorted(os.sched_getaffinity(0)) if can_pin else []
         self.enabled = period_s > 0 and len(self.cpus) > 1

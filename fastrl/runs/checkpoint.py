@@ -315,8 +315,15 @@ def read_env_episodes(directory: Path) -> dict[int, list[tuple[int, int, float, 
     they were saved)."""
     episodes: dict[int, list[tuple[int, int, float, int]]] = {}
     for path in sorted(directory.glob("*.episodes.json")):
-        for env, ended in json.loads(path.read_text()).items():
-            episodes[int(env)] = [(int(r), int(t), float(ret), int(n)) for r, t, ret, n in ended]
+        try:
+            read = {
+                int(env): [(int(r), int(t), float(ret), int(n)) for r, t, ret, n in ended]
+                for env, ended in json.loads(path.read_text(encoding="utf-8")).items()
+            }
+        except (OSError, ValueError, TypeError, AttributeError) as exc:  # a damaged file: its envs' windows start empty
+            log.warning("%s cannot be read (%s): its envs' return windows start empty", path, exc)
+            continue
+        episodes.update(read)
     return episodes
 
 
@@ -325,7 +332,10 @@ def env_state_files(directory: Path) -> list[Path]:
     file names, so a file another user wrote, or could have rewritten, is refused (``ConfigError``)."""
     files = sorted(directory.glob("*.pkl"))
     for path in [directory, *files]:
-        st = path.stat()
+        try:
+            st = path.stat()
+        except OSError as exc:  # a dangling link, a loop
+            raise ConfigError(f"the env states {str(path)!r} cannot be read: {exc.strerror}") from None
         if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise ConfigError(
                 f"refusing to unpickle the env states in {str(directory)!r}: {str(path)!r} is "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import pickletools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +90,10 @@ def prepare_resume(target: str | Path, overrides: list[str] | tuple[str, ...] = 
             f"to train longer, raise it: --set run.total_frames={2 * config.run.total_frames}"
         )
     env_states = _env_states(path, checkpoint)
+    # what a resumed run rewrites or appends to
+    for name in ("config.toml", "metrics.jsonl", "summary.json", "checkpoints/.reserve"):
+        if (run_dir / name).is_symlink() or ((run_dir / name).exists() and not (run_dir / name).is_file()):
+            raise ConfigError(f"cannot resume {str(run_dir)!r}: its {name} is not a plain file; move it aside first")
     log.info(
         "resuming %s at rollout %d (%d frames), %s",
         run_dir,
@@ -162,5 +167,14 @@ def _env_states(path: Path, checkpoint: dict) -> str | None:
     if not folder.is_dir():
         log.warning("the env states %s of %s are gone: envs restart with seeded resets", folder, path)
         return None
-    env_state_files(folder)  # this user's own files, or refused before anything starts
+    for file in env_state_files(folder):  # this user's own files, or refused before anything starts
+        try:  # whole pickles: walked opcode by opcode, nothing in them run, so a cut or torn file is refused here
+            with open(file, "rb") as f:
+                for _ in pickletools.genops(f):
+                    pass
+        except (OSError, ValueError, EOFError) as exc:
+            raise ConfigError(
+                f"the env states {str(file)!r} cannot be read ({exc}); delete {str(folder)!r} to resume from the "
+                "checkpoint with seeded resets"
+            ) from None
     return str(folder)

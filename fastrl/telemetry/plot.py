@@ -88,9 +88,14 @@ def load_run(path: str | Path) -> RunCurves:
     """A run directory's curves; ``ConfigError`` if it holds no metrics."""
     path = Path(path)
     metrics = path / "metrics.jsonl"
-    if not metrics.is_file():
+    try:
+        found = metrics.is_file()
+    except OSError as exc:  # a name too long for the file system
+        raise ConfigError(f"{str(path)!r} is not a run directory: {exc.strerror}") from None
+    if not found:
         raise ConfigError(f"{str(path)!r} is not a run directory: no metrics.jsonl in it")
-    texts, lines = metrics.read_text().splitlines(), []
+    # bytes that are no UTF-8 (a damaged file) become replacement characters: their line is then no JSON, as a cut one
+    texts, lines = metrics.read_text(encoding="utf-8", errors="replace").splitlines(), []
     for number, text in enumerate(texts, 1):
         if not text.strip():
             continue
