@@ -29,18 +29,23 @@ def become_subreaper() -> bool:
         return False
 
 
-def _parents() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state) of every process."""
+def process_stats() -> dict[int, list[str]]:
+    """pid -> the fields of /proc/<pid>/stat after the command's name (state, parent pid, process group, ...) of
+    every process."""
     out = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
+                    out[int(entry)] = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            out[int(entry)] = (int(fields[1]), fields[0])
     return out
+
+
+def _parents() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process."""
+    return {pid: (int(fields[1]), fields[0]) for pid, fields in process_stats().items()}
 
 
 def descendants(pid: int | None = None) -> set[int]:

@@ -21,6 +21,7 @@ import pytest
 import fastrl
 from fastrl.buffers.arena import SHM_DIR, list_segments, segment_owner_pid
 from fastrl.runs.checkpoint import load_checkpoint
+from tests.helpers.leftovers import process_stats
 from tests.helpers.runs import (
     assert_cleaned_up,
     cartpole,
@@ -72,17 +73,11 @@ def _start(run_dir, *args, **popen) -> subprocess.Popen:
 def _group(pgid: int, zombies: bool = False) -> list[int]:
     """Processes of the process group ``pgid`` (the command, its fork server, its workers): the live ones, and
     with ``zombies`` those that ended and were never reaped."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and (zombies or fields[0] != "Z"):
-                out.append(int(entry))
-    return out
+    return [
+        pid
+        for pid, fields in process_stats().items()
+        if int(fields[2]) == pgid and (zombies or fields[0] != "Z")
+    ]
 
 
 def _assert_gone(proc: subprocess.Popen, at_once: bool = True) -> None:
