@@ -49,7 +49,7 @@ class Stat(IntEnum):
     LAG_MAX = 8
     AGENT_STEPS = 9
     UPDATE_NORM = 10  # ‖θ after − θ before‖ of the last optimizer step
-    MAX_UPDATE_NORM = 11  # the largest so far (L of gala's consensus bound)
+    MAX_UPDATE_NORM = 11  # the largest so far (a layer's bound may read it)
     LR = 12  # the learning rate of the last optimizer step (algo.lr_schedule)
     RANKS_S = 13  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
     ENTROPY_COEF = 14  # the entropy bonus weight of the last update (algo.entropy_schedule)

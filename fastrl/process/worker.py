@@ -149,7 +149,7 @@ def worker_main(role: str, index: int, spec: RunSpec, channels: Channels, enviro
                 last_beat = now
                 if orphaned():
                     break  # the main process is gone: nobody will read our results
-    except StopRequested:  # stopped while waiting on a gala peer: an ordinary stop
+    except StopRequested:  # stopped while waiting on a peer learner: an ordinary stop
         _shutdown(component)
     except BaseException as exc:  # report everything, including SystemExit from SIGTERM
         if not isinstance(exc, SystemExit):

@@ -65,7 +65,7 @@ class Executor:
         self.env_list = [int(e) for e in split(spec.envs, executors, spec.env_unit)[index]]  # this executor's envs
         self.local_of = {e: i for i, e in enumerate(self.env_list)}
         self.learners = spec.learners
-        self.learner_of = owner_of(spec.envs, spec.learners)  # gala: each learner starts its own envs' rollouts
+        self.learner_of = owner_of(spec.envs, spec.learners)  # many learners: each starts its own envs' rollouts
         self.local_of_learner = [
             [i for i, e in enumerate(self.env_list) if self.learner_of[e] == learner]
             for learner in range(spec.learners)

@@ -95,7 +95,7 @@ class Telemetry:
         self.ready_env_steps = 0
         self.finished_env_steps: int | None = None
         self.frame_rate = StepRate(0.0, self.started)
-        self.update_rates = [StepRate(0.0, self.started) for _ in range(self.learners)]  # gala's per-learner lines
+        self.update_rates = [StepRate(0.0, self.started) for _ in range(self.learners)]  # independent learners' lines
         self.ready_timing = self.last_timing = control.timing.copy()
         self.progress = (
             ProgressLine(config.run.total_frames, config.run.max_seconds, sys.stderr)
