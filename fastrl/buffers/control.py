@@ -69,6 +69,7 @@ class Activity(IntEnum):
     ACTION = 3  # the action being applied
     ENV_ERRORS = 4  # env errors survived with env.on_error = "reset"
     ENV_STEPS = 5  # agent rows stepped: the envs' own pace, frames in flight included (the summary's env_steps)
+    RESETS_AHEAD = 6  # episodes a spare instance had started while its executor would have waited (reset_ahead)
 
 
 class Phase(IntEnum):
@@ -175,3 +176,6 @@ class Control:
 
     def env_steps(self) -> int:
         return int(self.activity[:, Activity.ENV_STEPS].sum())
+
+    def resets_ahead(self) -> int:
+        return int(self.activity[:, Activity.RESETS_AHEAD].sum())

@@ -94,8 +94,11 @@ def _leave_out_others_options(config: Config) -> None:
     keys were ``[algo]``'s; a key no algorithm takes is still refused by the options' check."""
     algorithm = registry.known(config.algo.name)
     others = registry.others_options(algorithm, config.algo.options) if algorithm is not None else {}
+    # algo.name = 'none' samples without learning (the sampling benches run any config so): nothing to warn of
+    level = logging.DEBUG if config.algo.name == "none" else logging.WARNING
     for key, owners in others.items():
-        log.warning(
+        log.log(
+            level,
             "algo.options.%s is an option of %s; algo.name = %r leaves it out",
             key,
             " and ".join(owners),

@@ -58,6 +58,9 @@ class EnvAdapter(Protocol):
     def set_state(self, state: Any) -> None:
         """Go on from a ``get_state`` snapshot, taken in another process (a resumed run)."""
 
+    # Optional: ``resets_from_seed = True`` where ``reset(seed)`` alone fixes the episode, whatever the instance did
+    # before: a slow-resetting env then starts its next episode in a spare instance while its executor would wait
+    # (``engine.reset_ahead``, fastrl.sampling.reset_ahead).
     # Optional: ``episode_stats()`` -> ``{name: number}``, an episode's own figures (Crafter's achievements), read
     # when an episode ends, before its reset; the metrics lines carry their means (``episode_stats``).
     # Optional, for multi-agent envs (``fastrl.envs.pettingzoo``): ``agents`` (rows per env, the members of one

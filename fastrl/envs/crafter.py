@@ -79,6 +79,7 @@ class CrafterEnv:
 
     frames_per_step = 1
     obs_layout: ObsLayout | None = None  # a Box of pixels
+    resets_from_seed = True  # the world comes from the seed alone (reset); engine.reset_ahead may use a spare
 
     def __init__(self, env_id: str, kwargs: dict | None = None):
         crafter = _crafter()

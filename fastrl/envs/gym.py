@@ -67,6 +67,10 @@ def observation_spec(env_id: str, obs_space) -> tuple[tuple[int, ...], np.dtype,
 
 class GymEnv:
     frames_per_step = 1
+    # gymnasium's reset(seed=...) reseeds the env's generator, so the seed and the actions fix an episode whatever
+    # the instance did before: engine.reset_ahead may start one in a spare instance (a user's env that keeps other
+    # state across its resets needs engine.reset_ahead = false)
+    resets_from_seed = True
 
     def __init__(self, env_id: str, env: gym.Env):
         self.env_id = env_id

@@ -44,6 +44,7 @@ class EnvInfo:
     obs_layout: ObsLayout | None = None  # a Dict observation's parts in the row (fastrl.envs.obs_layout); None: a Box
     agents: int = 1  # rows per env: a multi-agent env's agents (fastrl.envs.pettingzoo), kept in one executor
     agent_names: tuple[str, ...] = ()  # a multi-agent env's agents, in the order of their rows
+    resets_from_seed: bool = False  # its adapter's reset seed alone fixes an episode (engine.reset_ahead may swap)
 
     def __post_init__(self):
         if self.action is None:
@@ -290,6 +291,7 @@ def probe_env(config: EnvConfig, mode: str | None = None) -> EnvInfo:
             env.obs_layout,
             int(getattr(env, "agents", 1)),
             tuple(getattr(getattr(env, "group", None), "agents", ())),
+            bool(getattr(env, "resets_from_seed", False)),
         )
     finally:
         env.close()

@@ -57,6 +57,11 @@ def plan_run(config: Config, resuming: bool = False) -> RunPlan:
             f"env {config.env.id!r} / model {config.model.name!r} failed at start: "
             f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         ) from None
+    if config.engine.reset_ahead is True and not info.resets_from_seed:
+        raise ConfigError(
+            f"engine.reset_ahead = true: env {config.env.id!r}'s adapter does not declare resets_from_seed (a spare "
+            "instance may start an episode only where the reset seed alone fixes it); set it to 'auto' or false"
+        )
     image_model = hasattr(policy, "set_precision")  # a built-in CNN: threads and compiling pay for it
     # any convolution makes the learner's step worth splitting over threads (Connect Four's board model: 1.26x the
     # rows on two cores with 2 threads), though only the built-in CNNs are measured compiled

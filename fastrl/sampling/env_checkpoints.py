@@ -54,10 +54,12 @@ def env_state(
     episode_length: int,
     obs: np.ndarray,
     hidden: np.ndarray | None,
+    next_reset_seed: int,
     warn_as: str | None,
 ) -> dict:
-    """One parked env's saved state (``obs``, ``hidden``: its current row's); ``warn_as``: the env id to warn
-    under where the env cannot be saved (None: say nothing)."""
+    """One parked env's saved state (``obs``, ``hidden``: its current row's; ``next_reset_seed``: drawn an episode
+    ahead, ``fastrl.sampling.reset_ahead``); ``warn_as``: the env id to warn under where the env cannot be saved
+    (None: say nothing)."""
     try:
         saved = env.get_state()
     except Exception as exc:  # e.g. an env holding a socket or a simulator handle
@@ -74,6 +76,7 @@ def env_state(
         "rng": rng.bit_generator.state,
         "episode_return": float(episode_return),
         "episode_length": int(episode_length),
+        "next_reset_seed": int(next_reset_seed),
         "obs": obs.copy(),
         **({"hidden": hidden.copy()} if hidden is not None else {}),
     }

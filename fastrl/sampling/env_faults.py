@@ -20,9 +20,17 @@ from fastrl.errors import EnvError
 log = logging.getLogger(__name__)
 
 # activity columns and phases as plain ints: an IntEnum lookup costs more than the write, on every step
-PHASE, ENV, STEP, ACTION, ERRORS, STEPS = (
+PHASE, ENV, STEP, ACTION, ERRORS, STEPS, RESETS_AHEAD = (
     int(c)
-    for c in (Activity.PHASE, Activity.ENV, Activity.STEP, Activity.ACTION, Activity.ENV_ERRORS, Activity.ENV_STEPS)
+    for c in (
+        Activity.PHASE,
+        Activity.ENV,
+        Activity.STEP,
+        Activity.ACTION,
+        Activity.ENV_ERRORS,
+        Activity.ENV_STEPS,
+        Activity.RESETS_AHEAD,
+    )
 )
 IDLE, RESET, STEPPING = int(Phase.IDLE), int(Phase.RESET), int(Phase.STEP)
 RESET_ATTEMPTS = 3  # with env.on_error = "reset": consecutive failed resets before giving up

@@ -29,6 +29,7 @@ rows the run's row roles (``fastrl.sampling.row_roles``) give to other players t
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from queue import Empty
@@ -46,7 +47,8 @@ from fastrl.partition import owner_of, split
 from fastrl.runs.checkpoint import CheckpointStore, write_env_episodes, write_env_states
 from fastrl.sampling.channels import Channels, decode_go, encode_request
 from fastrl.sampling.env_checkpoints import env_state, restored_episodes, restored_streams
-from fastrl.sampling.env_faults import ACTION, ENV, IDLE, PHASE, RESET, STEP, STEPPING, STEPS, EnvFaults
+from fastrl.sampling.env_faults import ACTION, ENV, IDLE, PHASE, RESET, RESETS_AHEAD, STEP, STEPPING, STEPS, EnvFaults
+from fastrl.sampling.reset_ahead import SpareEpisodes, spare_instance, wanted
 from fastrl.sampling.row_roles import row_roles_for
 from fastrl.sampling.slot_cycles import cycle_for
 from fastrl.seeding import made_env_seed
@@ -123,6 +125,13 @@ class Executor:
         self.saved_rollout = -1
         self.slots = spec.slot_map  # where each env's steps live
         self.rngs, self.restored = restored_streams(spec, self.env_list, self.first_rollout)
+        # each env's next reset seed, drawn an episode ahead so that a spare can reset with it (sampling.reset_ahead)
+        self.next_seed = [
+            int(self.restored[i]["next_reset_seed"]) if "next_reset_seed" in self.restored.get(i, {}) else self._draw(i)
+            for i in range(n)
+        ]
+        self.spares: SpareEpisodes | None = None
+        self.reset_ahead_undecided = False
         self.recent_episodes = restored_episodes(spec, self.env_list)
         self.cycle = cycle_for(self, spec.mode.queued)  # the mode's part: barriers, or the async queues
         try:
@@ -150,6 +159,11 @@ class Executor:
         """Handle every message waiting in the inbox; ``timeout`` 0 never blocks (serial mode)."""
         if self.save_request[0] - 1 > self.saved_rollout:  # the learner asks for env states (a checkpoint)
             self._save_env_states(self.control.requested_env_save())
+        if timeout > 0 and self.spares is not None:  # about to wait: reset a spare ahead instead, if one is due
+            return self._poll_once(0) or self._reset_one_ahead() or self._poll_once(timeout)
+        return self._poll_once(timeout)
+
+    def _poll_once(self, timeout: float) -> bool:
         self.cycle.poll(timeout)  # async: free slots for envs waiting for one
         started = time.perf_counter()
         try:
@@ -160,6 +174,14 @@ class Executor:
         self.timing[Clock.WAITING] += time.perf_counter() - started
         self.handle(messages)
         return True
+
+    def _reset_one_ahead(self) -> bool:
+        """Reset one env's spare with its next seed (``fastrl.sampling.reset_ahead``); False when none is due."""
+        assert self.spares is not None
+        begun = time.perf_counter()
+        built = self.spares.build_next(self.next_seed, self.episode_length, self.faults, self.env_list)
+        self.timing[Clock.ENV] += time.perf_counter() - begun
+        return built
 
     def handle(self, messages) -> None:
         """Start rollouts ("go", negative) and step the envs whose actions are written (env ids)."""
@@ -221,13 +243,25 @@ class Executor:
         """Each env without a saved state reset now, as the process starts, with the reset seed its first "go"
         would draw: its first observation and ``live``, for ``begin``. A slow env's reset (Crafter builds its
         world, ~0.1 s) then costs start-up, not the first rollout, while every executor starts at once."""
-        first = {}
+        first, took = {}, []
         for i in range(len(self.env_list)):
             if i not in self.restored:
                 obs = np.empty_like(self.obs[0])
+                begun = time.perf_counter()
                 self._new_episode(i, obs)
+                took.append(time.perf_counter() - begun)
                 first[i] = (obs, self._live(i))
+        self._decide_reset_ahead(took)
         return first
+
+    def _decide_reset_ahead(self, resets_s: list[float]) -> None:
+        """Reset ahead (``engine.reset_ahead``) as set, or under "auto" where these resets were slow; with none
+        timed yet (every env restored from a checkpoint), the first reset in place decides."""
+        self.reset_ahead_undecided = not resets_s
+        alone = self.stepped_together is None  # a backend's env groups step together: none can swap instances
+        if resets_s and alone and wanted(self.spec.config.engine.reset_ahead, self.envs, resets_s):
+            make = functools.partial(spare_instance, self.spec, self.env_list, self.first_rollout)
+            self.spares = SpareEpisodes(make, self.obs[0], len(self.env_list))
 
     def begin(self, i: int, row: int) -> None:
         """The first rollout of this process: the env's saved state restored, or its first episode started."""
@@ -247,8 +281,13 @@ class Executor:
         if self.live is not None:
             self.live[row] = live
 
-    def _reset_seed(self, i: int) -> int:
+    def _draw(self, i: int) -> int:
         return int(self.rngs[i].integers(RESET_SEED_BOUND))
+
+    def _reset_seed(self, i: int) -> int:
+        """Env ``i``'s next episode's seed; the one after it is drawn now, so a spare may reset with it early."""
+        seed, self.next_seed[i] = self.next_seed[i], self._draw(i)
+        return seed
 
     def _arrive(self, i: int, requests, finished: list[int], episodes: list) -> None:
         """Env ``i``'s action is written: step it, or, where its backend steps a group together, the whole group
@@ -335,13 +374,22 @@ class Executor:
         """Env ``i`` reset with the next seed of its stream, its first observation into ``out``."""
         attempts = self.faults.reset_attempts
         for attempt in range(1, attempts + 1):
+            seed = self._reset_seed(i)
+            spare = None if self.spares is None else self.spares.take(i, seed, out, self.envs[i])
+            if spare is not None:  # reset ahead with this seed: it takes the finished instance's place
+                self.envs[i], self.episode_stats[i] = spare, getattr(spare, "episode_stats", None)
+                self.activity[RESETS_AHEAD] += 1
+                return
             self.faults.mark(RESET, self.env_list[i], self.episode_length[i], -1)
+            begun = time.perf_counter()
             try:
-                self.envs[i].reset(self._reset_seed(i), out)
+                self.envs[i].reset(seed, out)
             except Exception as exc:
                 self._env_failed(i, "reset", -1, exc, last=attempt == attempts)
                 continue
             self.faults.idle()
+            if self.reset_ahead_undecided:  # a resumed run: its first reset in place decides
+                self._decide_reset_ahead([time.perf_counter() - begun])
             return
 
     def _live(self, i: int) -> int:
@@ -373,6 +421,7 @@ class Executor:
                 self.episode_length[i],
                 self.obs[self.row[i]],
                 None if hidden is None else hidden[self.row[i]],
+                self.next_seed[i],
                 self.spec.config.env.id if i == 0 else None,
             )
             for i, e in enumerate(self.env_list)
@@ -391,3 +440,5 @@ class Executor:
         self.save_request.release()
         for env in self.envs:
             env.close()
+        if self.spares is not None:
+            self.spares.close()

@@ -78,6 +78,14 @@ class EngineConfig:
     env_groups: int = _f(
         2, "an executor announces its envs in this many groups, so stepping one overlaps inference of another", min=1
     )
+    reset_ahead: bool | str = _f(
+        AUTO,
+        "an executor about to wait resets a spare instance of one of its envs with that env's next seed, which takes "
+        "the env's place when its episode ends: slow resets (Crafter's world) move into idle time; results are the "
+        "same bits either way; only envs whose reset seed alone fixes the episode (resets_from_seed); 'auto': where "
+        "an executor's first resets took 5 ms or more",
+        auto=True,
+    )
     micro_batch: int | str = _f(
         AUTO,
         "actor forward micro-batch: every forward the actors run has exactly this many rows (the last chunk "

@@ -311,6 +311,7 @@ class Telemetry:
             "target_return": finite_or_none(self.config.run.target_return),
             "stopped_by": self._stopped_by(status, train_s),
             "episodes": self.episodes,
+            "episodes_reset_ahead": self.control.resets_ahead(),  # started in a spare (engine.reset_ahead)
             "updates": int(self.control.learner_stats[:, Stat.UPDATES].sum()),
             "env_errors": self.control.env_errors(),
             "time_split": self._time_split(self.ready_timing),

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from fastrl.config import Config
 from fastrl.config.reference import algorithm_options
 from fastrl.layer import layer_sections
-from fastrl.tables import AUTO, INT64_MAX
+from fastrl.tables import AUTO, INT64_MAX, choices_of
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def valid(leaf: Leaf, small: bool = False) -> st.SearchStrategy:
     """A value ``leaf``'s type and rules allow; ``small``: at most a little above its minimum."""
     meta, tp = leaf.meta, leaf.concrete
     if "choices" in meta:
-        out: st.SearchStrategy = st.sampled_from(list(meta["choices"]))
+        out: st.SearchStrategy = st.sampled_from(list(choices_of(meta)))
     elif tp is bool:
         out = st.booleans()
     elif tp is int:
@@ -159,7 +159,8 @@ def bad(leaf: Leaf) -> st.SearchStrategy:
     else:  # a free table
         options.append(st.one_of(st.integers(), TEXT, st.lists(st.integers()), st.just({"k": None})))
     if "choices" in meta:
-        options.append(TEXT.filter(lambda s: s not in meta["choices"] and s != AUTO))
+        allowed = choices_of(meta)  # engine.mode's are what is registered: a function of the registry
+        options.append(TEXT.filter(lambda s: s not in allowed and s != AUTO))
     if tp is int:
         low, high = _int_bounds(leaf)
         outside = [low - 1, high + 1, -(2**63), 2**63, 2**64]
