@@ -12,13 +12,12 @@ bootstraps from the value of its episode's final observation (``fastrl.algos.adv
 
 from __future__ import annotations
 
-import copy
-
 import torch
 
 from fastrl.algos.advantages import returns_and_advantages
 from fastrl.algos.update_rule import Gradient, LossStats, forward_storage, live_weights, weighted_mean
 from fastrl.buffers.device_storage import DeviceStorage
+from fastrl.models.compiling import compiled_copy
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 from fastrl.schema import AlgoConfig
 
@@ -58,7 +57,7 @@ class A2CSync(Gradient):
 class A2CDelayed(A2CSync):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.behaviour = copy.deepcopy(self.model)  # holds θ_j while its gradient is taken
+        self.behaviour = compiled_copy(self.model)  # holds θ_j while its gradient is taken
 
     def _acting(self) -> torch.nn.Module:
         return self.behaviour

@@ -21,7 +21,6 @@ replayed from their first state. Under torchrun the minibatches are drawn over e
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +40,7 @@ from fastrl.algos.update_rule import (
     normalized,
     weighted_mean,
 )
+from fastrl.models.compiling import compiled_copy
 from fastrl.models.distributions import CATEGORICAL, ActionDistribution
 from fastrl.models.normalizer import observe_returns
 from fastrl.models.recurrent import hidden_size, unroll
@@ -137,7 +137,7 @@ class PPO(UpdateRule):
         self.options: PPOOptions = self.options if self.options is not None else PPOOptions()
         self.clip = self.options.clip  # until the first schedule (options.clip_schedule) moves it
         # hts: the trainee runs the epochs while ``model`` keeps the published θ
-        self.trainee = copy.deepcopy(self.model) if self.lag else self.model
+        self.trainee = compiled_copy(self.model) if self.lag else self.model
         self.pending = False  # the trainee holds epochs not yet handed over
         self.norm = 0.0  # gradient norm of the trainee's last step, counted when it is handed over
 

@@ -17,7 +17,6 @@ the players' parameter slots (``RunBuffers.player_params``).
 
 from __future__ import annotations
 
-import copy
 import time
 from queue import Empty
 
@@ -29,7 +28,7 @@ from fastrl.buffers import RunBuffers
 from fastrl.buffers.control import Clock
 from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
-from fastrl.models.compiling import compile_mode_for, compile_policy
+from fastrl.models.compiling import compile_mode_for, compile_policy, compiled_copy
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.policy import build_copy
 from fastrl.partition import owner_of, split
@@ -64,7 +63,7 @@ class Actor:
         self.weight_slots = spec.mode.weight_slots
         sets = spec.learners * self.weight_slots
         self.slot_map = spec.slot_map  # a row's storage names its weight slot
-        self.models = [self.model] + [copy.deepcopy(self.model) for _ in range(sets - 1)]
+        self.models = [self.model] + [compiled_copy(self.model) for _ in range(sets - 1)]
         self.params = [
             buffers.shared_params(learner, slot=k) for learner in range(spec.learners) for k in range(self.weight_slots)
         ]
@@ -99,9 +98,10 @@ class Actor:
     def _warm_up(self) -> None:
         """Run the forward and the sampler once so the first real batch pays no JIT or lazy-init cost."""
         hidden = None if self.hidden_batch is None else self.hidden_batch[:1].zero_().to(self.device)
-        logits, value = forward_microbatched(
-            self.model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch, hidden
-        )[:2]
+        for model in self.models:  # each weight slot's copy compiles its own graphs (models.compiling)
+            logits, value = forward_microbatched(
+                model, self.obs_batch[:1].zero_().to(self.device), self.micro_batch, hidden
+            )[:2]
         scratch = {
             name: np.zeros((1, *column.shape[1:]), column.dtype)
             for name, column in (
@@ -243,7 +243,7 @@ class Actor:
             return own
         model = self.player_models.get(slot)
         if model is None:
-            model = self.player_models[slot] = copy.deepcopy(self.model)
+            model = self.player_models[slot] = compiled_copy(self.model)
         self.player_versions[slot] = self.player_params[slot].load_into(model, self.player_versions.get(slot, -1))
         return model
 

@@ -14,7 +14,7 @@ import fastrl
 from fastrl.config import AUTO, Config, ConfigError
 from fastrl.models import compiling
 from fastrl.models.cnn import NatureCNN
-from fastrl.models.compiling import COMPILE_PAYS_FRAMES, compile_policy, compiles
+from fastrl.models.compiling import COMPILE_PAYS_FRAMES, compile_policy, compiled_copy, compiles
 from fastrl.models.distributions import distribution_for
 from fastrl.models.microbatch import forward_microbatched
 from fastrl.models.mlp import MLPPolicy
@@ -76,13 +76,22 @@ def test_a_copy_of_a_compiled_policy_computes_with_its_own_parameters():
     compiled wrapper's, whatever the model: CartPole's MLP here, the cheapest graph to compile."""
     torch.manual_seed(0)
     compiled = compile_policy(MLPPolicy((4,), 2, normalize_obs=True), "default")
-    twin = copy.deepcopy(compiled)
+    twin = compiled_copy(compiled)
     with torch.no_grad():
         for p in twin.parameters():
             p.mul_(2.0)
         obs = torch.randn(8, 4)
         assert not torch.equal(twin(obs)[1], compiled(obs)[1])
     assert list(twin.state_dict()) == list(MLPPolicy((4,), 2, normalize_obs=True).state_dict())
+
+
+def test_a_copy_of_a_compiled_policy_is_compiled_as_the_original_is():
+    """``copy.deepcopy`` drops ``nn.Module.compile``'s wrapper (hts's second weight slot and PPO's trainee ran eager
+    so); ``compiled_copy`` compiles the copy in the original's mode, and leaves an eager model's copy eager."""
+    compiled = compile_policy(MLPPolicy((4,), 2), "default")
+    assert copy.deepcopy(compiled)._compiled_call_impl is None  # torch's behaviour, which compiled_copy is for
+    assert compiled_copy(compiled)._compiled_call_impl is not None
+    assert compiled_copy(compile_policy(MLPPolicy((4,), 2), None))._compiled_call_impl is None
 
 
 def _config(model_compile, total_frames=10_000_000) -> Config:
