@@ -48,7 +48,7 @@ from fastrl.runs.checkpoint import CheckpointStore, write_env_episodes, write_en
 from fastrl.sampling.channels import Channels, decode_go, encode_request
 from fastrl.sampling.env_checkpoints import env_state, restored_episodes, restored_streams
 from fastrl.sampling.env_faults import ACTION, ENV, IDLE, PHASE, RESET, RESETS_AHEAD, STEP, STEPPING, STEPS, EnvFaults
-from fastrl.sampling.reset_ahead import SpareEpisodes, spare_instance, wanted
+from fastrl.sampling.reset_ahead import SpareEpisodes, cores_idle_in_waits, spare_instance, wanted
 from fastrl.sampling.row_roles import row_roles_for
 from fastrl.sampling.slot_cycles import cycle_for
 from fastrl.seeding import made_env_seed
@@ -135,7 +135,7 @@ class Executor:
         self.recent_episodes = restored_episodes(spec, self.env_list)
         self.cycle = cycle_for(self, spec.mode.queued)  # the mode's part: barriers, or the async queues
         try:
-            self.first_episodes = self._reset_ahead()
+            self.first_episodes = self._reset_at_start()
         except BaseException:  # a failing first reset ends the run at start-up: the envs made are closed here
             self.close()
             raise
@@ -239,7 +239,7 @@ class Executor:
         self.rollouts[learner] = rollout
         self.cycle.go(rollout, learner, requests)
 
-    def _reset_ahead(self) -> dict[int, tuple[np.ndarray, int]]:
+    def _reset_at_start(self) -> dict[int, tuple[np.ndarray, int]]:
         """Each env without a saved state reset now, as the process starts, with the reset seed its first "go"
         would draw: its first observation and ``live``, for ``begin``. A slow env's reset (Crafter builds its
         world, ~0.1 s) then costs start-up, not the first rollout, while every executor starts at once."""
@@ -259,7 +259,8 @@ class Executor:
         timed yet (every env restored from a checkpoint), the first reset in place decides."""
         self.reset_ahead_undecided = not resets_s
         alone = self.stepped_together is None  # a backend's env groups step together: none can swap instances
-        if resets_s and alone and wanted(self.spec.config.engine.reset_ahead, self.envs, resets_s):
+        setting = self.spec.config.engine.reset_ahead
+        if resets_s and alone and wanted(setting, self.envs, resets_s, cores_idle_in_waits(self.spec)):
             make = functools.partial(spare_instance, self.spec, self.env_list, self.first_rollout)
             self.spares = SpareEpisodes(make, self.obs[0], len(self.env_list))
 

@@ -83,7 +83,9 @@ class EngineConfig:
         "an executor about to wait resets a spare instance of one of its envs with that env's next seed, which takes "
         "the env's place when its episode ends: slow resets (Crafter's world) move into idle time; results are the "
         "same bits either way; only envs whose reset seed alone fixes the episode (resets_from_seed); 'auto': where "
-        "an executor's first resets took 5 ms or more",
+        "an executor's first resets took 5 ms or more and its waits leave its core idle (no CPU learner beside "
+        "the executors: a sampling-only run, a CUDA learner, or more cores than executors, actors and learner "
+        "threads)",
         auto=True,
     )
     micro_batch: int | str = _f(

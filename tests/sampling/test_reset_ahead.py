@@ -4,13 +4,15 @@ bits are the same with it on or off (``fastrl.sampling.reset_ahead``)."""
 from __future__ import annotations
 
 import json
+import os
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import fastrl
-from fastrl.config import ConfigError
-from fastrl.sampling.reset_ahead import AUTO_MIN_RESET_S, SpareEpisodes, wanted
+from fastrl.config import Config, ConfigError
+from fastrl.sampling.reset_ahead import AUTO_MIN_RESET_S, SpareEpisodes, cores_idle_in_waits, wanted
 from tests.helpers.runs import model_digest
 
 # 4 envs of 40-step episodes in 16-step rollouts over 2 executors: every env ends episodes while the learner's
@@ -41,9 +43,24 @@ class _Adapter:
 def test_auto_resets_ahead_only_slow_resets_of_adapters_that_declare_their_seed_fixes_the_episode():
     declared, undeclared = _Adapter(), object()
     slow, fast = [AUTO_MIN_RESET_S * 10] * 3, [AUTO_MIN_RESET_S / 10] * 3
-    assert wanted("auto", [declared], slow) and not wanted("auto", [declared], fast)
-    assert wanted(True, [declared], fast) and not wanted(False, [declared], slow)
-    assert not wanted("auto", [declared, undeclared], slow) and not wanted(True, [undeclared], slow)
+    assert wanted("auto", [declared], slow, True) and not wanted("auto", [declared], fast, True)
+    assert not wanted("auto", [declared], slow, False)  # its waits are a CPU learner's: no core to spare
+    assert wanted(True, [declared], fast, False) and not wanted(False, [declared], slow, True)
+    assert not wanted("auto", [declared, undeclared], slow, True) and not wanted(True, [undeclared], slow, True)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("algo", "device", "cores", "idle"),
+    [("ppo", "cpu", 2, False), ("ppo", "cpu", 16, True), ("none", "cpu", 2, True), ("ppo", "cuda", 2, True)],
+)
+def test_auto_resets_ahead_where_an_executors_wait_leaves_its_core_idle(monkeypatch, algo, device, cores, idle):
+    config = Config()
+    config.algo.name, config.engine.device = algo, device
+    config.engine.executors, config.engine.actors, config.engine.inline_actors = 2, 2, True
+    config.engine.learner_threads = 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    assert cores_idle_in_waits(SimpleNamespace(config=config)) is idle
 
 
 @pytest.mark.unit
