@@ -38,16 +38,14 @@ if TYPE_CHECKING:
 AUTO_MIN_RESET_S = 0.005
 
 
-def wanted(
-    setting: bool | str, envs: Sequence[EnvAdapter], first_resets_s: Sequence[float], cores_idle_in_waits: bool
-) -> bool:
+def wanted(setting: bool | str, envs: Sequence[EnvAdapter], first_resets_s: Sequence[float], idle_cores: bool) -> bool:
     """Whether an executor resets ahead: ``engine.reset_ahead`` true, or "auto" with slow first resets where its
     waits leave its core idle; only where every adapter declares ``resets_from_seed`` (the run's check refuses true
     otherwise)."""
     if setting is False or not envs or not all(getattr(env, "resets_from_seed", False) for env in envs):
         return False
     slow = bool(first_resets_s) and statistics.median(first_resets_s) >= AUTO_MIN_RESET_S
-    return setting is True or (slow and cores_idle_in_waits)
+    return setting is True or (slow and idle_cores)
 
 
 def cores_idle_in_waits(spec: RunSpec) -> bool:
@@ -58,9 +56,9 @@ def cores_idle_in_waits(spec: RunSpec) -> bool:
     engine = spec.config.engine
     if spec.config.algo.name == "none" or engine.device == "cuda":
         return True
-    executors, actors = resolved_int(engine.executors, "engine.executors"), resolved_int(engine.actors, "engine.actors")
-    inline = engine.inline_actors is True
-    busy = executors + (0 if inline else actors) + engine.learners * resolved_int(engine.learner_threads, "threads")
+    actors = 0 if engine.inline_actors is True else resolved_int(engine.actors, "engine.actors")
+    threads = engine.learners * resolved_int(engine.learner_threads, "engine.learner_threads")
+    busy = resolved_int(engine.executors, "engine.executors") + actors + threads
     return len(os.sched_getaffinity(0)) >= busy if hasattr(os, "sched_getaffinity") else False
 
 
