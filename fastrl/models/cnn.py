@@ -115,7 +115,8 @@ def conv_stack(
 
 
 class _PlainCNN(_ImagePolicy):
-    """``CONVS`` (``(out_channels, kernel, stride)`` each, ReLU after each) -> FC 512 -> heads;
+    """``CONVS`` (``(out_channels, kernel, stride)`` each, ReLU after each) -> FC ``fc`` (512) -> heads;
+    ``channels``: other widths for the convolutions (one int each, same kernels and strides);
     ``layer_norm``: a LayerNorm before each ReLU."""
 
     CONVS: tuple[tuple[int, int, int], ...] = ()
@@ -129,12 +130,36 @@ class _PlainCNN(_ImagePolicy):
         gaussian: bool = False,
         lstm: int = 0,
         layer_norm: bool = False,
+        channels: Sequence[int] | None = None,
+        fc: int = 512,
     ):
-        shape = _check_image_shape(type(self).__name__, obs_shape, n_actions)
+        name = type(self).__name__
+        shape = _check_image_shape(name, obs_shape, n_actions)
         if not isinstance(layer_norm, bool):
-            raise ValueError(f"{type(self).__name__}: layer_norm must be true or false, got {layer_norm!r}")
-        features = conv_stack(shape, self.CONVS, layer_norm)
-        super().__init__(shape, n_actions, features, 512, normalize_obs, normalize_value, gaussian, lstm, layer_norm)
+            raise ValueError(f"{name}: layer_norm must be true or false, got {layer_norm!r}")
+        if isinstance(fc, bool) or not isinstance(fc, int) or fc < 1:
+            raise ValueError(f"{name}: fc must be an int >= 1 (the FC layer's units), got {fc!r}")
+        specs = self._specs(channels)
+        features = conv_stack(shape, specs, layer_norm)
+        super().__init__(shape, n_actions, features, fc, normalize_obs, normalize_value, gaussian, lstm, layer_norm)
+        self.channels = tuple(out for out, _, _ in specs)
+
+    @classmethod
+    def _specs(cls, channels: Sequence[int] | None) -> tuple[tuple[int, int, int], ...]:
+        """``CONVS`` with ``channels``' widths in place of its own."""
+        if channels is None:
+            return cls.CONVS
+        widths = list(channels) if isinstance(channels, (list, tuple)) else None
+        if (
+            widths is None
+            or len(widths) != len(cls.CONVS)
+            or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths)
+        ):
+            raise ValueError(
+                f"{cls.__name__}: channels must be {len(cls.CONVS)} ints >= 1 (one per convolution, "
+                f"default {[out for out, _, _ in cls.CONVS]}), got {channels!r}"
+            )
+        return tuple((width, kernel, stride) for width, (_, kernel, stride) in zip(widths, cls.CONVS))
 
 
 class NatureCNN(_PlainCNN):

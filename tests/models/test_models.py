@@ -79,6 +79,26 @@ def test_forward_shapes_and_dtypes(model_fn, obs):
     (logits.sum() + value.sum()).backward()  # differentiable end to end
 
 
+def test_plain_cnn_widths_from_model_kwargs_and_bad_ones_named():
+    """``channels`` widens the convolutions (same kernels and strides), ``fc`` the FC layer; a wrong width is a
+    ValueError naming the key and what it takes."""
+    wide = build_model("nature", ATARI, np.uint8, 6, kwargs={"channels": [64, 128, 128], "fc": 1024})
+    convs = [m for m in wide.modules() if isinstance(m, nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [64, 128, 128]
+    assert [c.kernel_size[0] for c in convs] == [8, 4, 3] and [c.stride[0] for c in convs] == [4, 2, 1]
+    fc = [m for m in wide.modules() if isinstance(m, nn.Linear)][0]
+    assert fc.out_features == 1024 and fc.in_features == 128 * 7 * 7
+    logits, value = wide(random_frames(2))
+    assert logits.shape == (2, 6) and value.shape == (2,)
+    assert wide.channels == (64, 128, 128) and NatureCNN(ATARI, 6).channels == (32, 64, 64)
+    with pytest.raises(ValueError, match=r"'shallow'.*channels must be 3 ints >= 1.*default \[32, 64, 32\]"):
+        build_model("shallow", ATARI, np.uint8, 6, kwargs={"channels": [32, 64]})
+    with pytest.raises(ValueError, match=r"'nature'.*channels must be 3 ints"):
+        build_model("nature", ATARI, np.uint8, 6, kwargs={"channels": [32, 0, 64]})
+    with pytest.raises(ValueError, match=r"'nature'.*fc must be an int >= 1.*got 0"):
+        build_model("nature", ATARI, np.uint8, 6, kwargs={"fc": 0})
+
+
 @pytest.mark.parametrize("cls", [NatureCNN, ShallowCNN, ImpalaResNet])
 @pytest.mark.parametrize("shape", [(1, 84, 84), (4, 64, 64), (3, 84, 100)])
 def test_image_models_size_features_from_obs_shape(cls, shape):
