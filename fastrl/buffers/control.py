@@ -53,6 +53,7 @@ class Stat(IntEnum):
     LR = 12  # the learning rate of the last optimizer step (algo.lr_schedule)
     RANKS_S = 13  # torchrun: seconds in collectives with the other ranks' learners (gradient all-reduce, agreement)
     ENTROPY_COEF = 14  # the entropy bonus weight of the last update (algo.entropy_schedule)
+    LAG_WRITES = 15  # counts the writes of the lag pair, odd while one is under way (write_lag, read_lag)
 
 
 # the core's columns; the named ones follow: the layers' (Control.stat_column), then the algorithm's own metrics
@@ -79,6 +80,26 @@ class Phase(IntEnum):
 
 
 ACTIVITY_COLUMNS = 8  # one 64-byte cache line per worker: executors never share a line
+
+
+def write_lag(row: np.ndarray, mean: float, maximum: float) -> None:
+    """One update's policy lag into a learner's stats row, as a pair no reader sees half written: a seqlock with
+    one writer, the learner (its count is odd while the pair changes). Without it the metrics, which read the row
+    at any moment, could take a mean from one update and a smaller max from the next."""
+    row[Stat.LAG_WRITES] += 1
+    row[Stat.LAG_MEAN], row[Stat.LAG_MAX] = mean, maximum
+    row[Stat.LAG_WRITES] += 1  # x86 keeps stores in order, so the pair lands before the count turns even
+
+
+def read_lag(row: np.ndarray, tries: int = 100_000) -> tuple[float, float]:
+    """A learner's (mean, max) policy lag from one update: read again while a write is under way. A learner that
+    died mid-write leaves the count odd: after ``tries`` the pair is taken as it stands."""
+    for _ in range(tries):
+        writes = row[Stat.LAG_WRITES]
+        mean, maximum = float(row[Stat.LAG_MEAN]), float(row[Stat.LAG_MAX])
+        if writes % 2 == 0 and row[Stat.LAG_WRITES] == writes:
+            break
+    return mean, maximum
 
 
 def control_arrays(workers: int, learners: int, named_stats: int = 0) -> list[tuple[str, tuple[int, ...], str]]:

@@ -22,7 +22,7 @@ from queue import Empty
 import numpy as np
 
 from fastrl.algos.update_rule import Update
-from fastrl.buffers.control import Clock, Done, Flag, Stat
+from fastrl.buffers.control import Clock, Done, Flag, Stat, write_lag
 from fastrl.learning.learner import Learner
 from fastrl.sampling.channels import decode_full
 
@@ -67,8 +67,7 @@ class AsyncLearner(Learner):
         lags = self.version - storage["version"][:, : self.spec.steps]
         self.learn(storage, self.rollout, env_ids=envs)  # an env's slots come in the order it filled them
         self.apply(self.rule.advance() or Update(lag=None))  # collecting: θ stays, the batch still counts
-        self.stats[Stat.LAG_MAX] = float(lags.max())  # the max first: metrics read this row at any moment,
-        self.stats[Stat.LAG_MEAN] = float(lags.mean())  # and must never see a mean above its max
+        write_lag(self.stats, float(lags.mean()), float(lags.max()))
         self.move_to(self.rollout + 1)
         self.publish()
         frames = int(self.stats[Stat.FRAMES])

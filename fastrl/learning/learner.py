@@ -35,7 +35,7 @@ import torch
 from fastrl.algos.registry import is_built_in
 from fastrl.algos.update_rule import Losses, Update
 from fastrl.buffers import RunBuffers
-from fastrl.buffers.control import Clock, Flag, Stat
+from fastrl.buffers.control import Clock, Flag, Stat, write_lag
 from fastrl.buffers.device_storage import Uploads
 from fastrl.config import resolved_int
 from fastrl.devices import configure_cuda, process_device
@@ -235,7 +235,7 @@ class Learner(TrainerAssembly, Checkpointing):
         norm = self.step(self.model, update.grads) if update.grads is not None else update.norm
         if update.params is not None:
             self.model.load_state_dict(update.params)
-        self.stats[Stat.LAG_MEAN] = self.stats[Stat.LAG_MAX] = update.lag or 0
+        write_lag(self.stats, update.lag or 0, update.lag or 0)
         self.stats[Stat.GRAD_NORM] = float(norm)  # read off the device once per update
         self.stats[Stat.RANKS_S] = self.cohort.seconds
         self.stats[Stat.UPDATES] += 1

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from fastrl.buffers.control import Clock, Control, Stat
+from fastrl.buffers.control import Clock, Control, Stat, read_lag
 from fastrl.config import Config
 from fastrl.modes import mode_of
 from fastrl.partition import owner_of
@@ -214,6 +214,7 @@ class Telemetry:
         stats = self.control.learner_stats[0]
         frames = self.frames
         self._observe_rates(now)
+        lag_mean, lag_max = read_lag(stats)
         line = {
             "time_s": round(now - self.started, 3),
             "frames": int(frames),
@@ -228,8 +229,8 @@ class Telemetry:
             "grad_norm": float(stats[Stat.GRAD_NORM]),
             "lr": float(stats[Stat.LR]),
             "entropy_coef": float(stats[Stat.ENTROPY_COEF]),
-            "policy_lag_mean": float(stats[Stat.LAG_MEAN]),
-            "policy_lag_max": float(stats[Stat.LAG_MAX]),
+            "policy_lag_mean": lag_mean,
+            "policy_lag_max": lag_max,
             "env_errors": self.control.env_errors(),
             "time_split": self._time_split(self.last_timing),
             "rss_mb": self.memory.sample(),
