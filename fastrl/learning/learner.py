@@ -235,7 +235,8 @@ class Learner(TrainerAssembly, Checkpointing):
         norm = self.step(self.model, update.grads) if update.grads is not None else update.norm
         if update.params is not None:
             self.model.load_state_dict(update.params)
-        write_lag(self.stats, update.lag or 0, update.lag or 0)
+        lag = update.lag or 0  # a barrier mode's fixed lag: its mean and its max
+        write_lag(self.stats, lag, lag)
         self.stats[Stat.GRAD_NORM] = float(norm)  # read off the device once per update
         self.stats[Stat.RANKS_S] = self.cohort.seconds
         self.stats[Stat.UPDATES] += 1
