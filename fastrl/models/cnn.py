@@ -117,6 +117,8 @@ def conv_stack(
 class _PlainCNN(_ImagePolicy):
     """``CONVS`` (``(out_channels, kernel, stride)`` each, ReLU after each) -> FC ``fc`` (512) -> heads;
     ``channels``: other widths for the convolutions (one int each, same kernels and strides);
+    ``convs``: another stack altogether, ``[out_channels, kernel, stride]`` each (a frame drawn on a grid of
+    k-pixel tiles is read tile by tile with a first ``[C, k, k]``: Crafter's 7-pixel tiles);
     ``layer_norm``: a LayerNorm before each ReLU."""
 
     CONVS: tuple[tuple[int, int, int], ...] = ()
@@ -132,6 +134,7 @@ class _PlainCNN(_ImagePolicy):
         layer_norm: bool = False,
         channels: Sequence[int] | None = None,
         fc: int = 512,
+        convs: Sequence[Sequence[int]] | None = None,
     ):
         name = type(self).__name__
         shape = _check_image_shape(name, obs_shape, n_actions)
@@ -139,7 +142,7 @@ class _PlainCNN(_ImagePolicy):
             raise ValueError(f"{name}: layer_norm must be true or false, got {layer_norm!r}")
         if isinstance(fc, bool) or not isinstance(fc, int) or fc < 1:
             raise ValueError(f"{name}: fc must be an int >= 1 (the FC layer's units), got {fc!r}")
-        specs = self._specs(channels)
+        specs = self._specs(channels) if convs is None else self._own_specs(convs, channels)
         features = conv_stack(shape, specs, layer_norm)
         super().__init__(shape, n_actions, features, fc, normalize_obs, normalize_value, gaussian, lstm, layer_norm)
         self.channels = tuple(out for out, _, _ in specs)
@@ -160,6 +163,27 @@ class _PlainCNN(_ImagePolicy):
                 f"default {[out for out, _, _ in cls.CONVS]}), got {channels!r}"
             )
         return tuple((width, kernel, stride) for width, (_, kernel, stride) in zip(widths, cls.CONVS))
+
+    @classmethod
+    def _own_specs(
+        cls, convs: Sequence[Sequence[int]], channels: Sequence[int] | None
+    ) -> tuple[tuple[int, int, int], ...]:
+        """``convs`` checked: one or more ``[out_channels, kernel, stride]`` of ints >= 1, and no ``channels``
+        beside it (the widths are its first numbers)."""
+        if channels is not None:
+            raise ValueError(f"{cls.__name__}: give channels or convs, not both (convs' first numbers are the widths)")
+        rows = list(convs) if isinstance(convs, (list, tuple)) else []
+        if not rows or any(
+            not isinstance(row, (list, tuple))
+            or len(row) != 3
+            or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in row)
+            for row in rows
+        ):
+            raise ValueError(
+                f"{cls.__name__}: convs must be one or more [out_channels, kernel, stride] of ints >= 1 "
+                f"(default {[list(spec) for spec in cls.CONVS]}), got {convs!r}"
+            )
+        return tuple((out, kernel, stride) for out, kernel, stride in rows)
 
 
 class NatureCNN(_PlainCNN):

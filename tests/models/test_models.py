@@ -99,6 +99,29 @@ def test_plain_cnn_widths_from_model_kwargs_and_bad_ones_named():
         build_model("nature", ATARI, np.uint8, 6, kwargs={"fc": 0})
 
 
+def test_plain_cnn_stack_from_model_kwargs_reads_a_tiled_frame_tile_by_tile():
+    """``convs`` replaces the whole stack: on Crafter's 64x64 frame of 7-pixel tiles a 7x7/7 first convolution
+    gives one cell a tile (9x9), two unpadded 3x3 convolutions leave 5x5; a malformed stack, or channels beside
+    it, is a ValueError naming the key, what it takes and the default."""
+    tiles = [[64, 7, 7], [64, 3, 1], [64, 3, 1]]
+    model = build_model("nature", (3, 64, 64), np.uint8, 17, kwargs={"convs": tiles})
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert [[c.out_channels, c.kernel_size[0], c.stride[0]] for c in convs] == tiles
+    fc = [m for m in model.modules() if isinstance(m, nn.Linear)][0]
+    assert fc.in_features == 64 * 5 * 5 and model.channels == (64, 64, 64)
+    logits, value = model(torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8))
+    assert logits.shape == (2, 17) and value.shape == (2,)
+    malformed = r"'nature'.*convs must be one or more \[out_channels, kernel, stride\].*"
+    default = r"default \[\[32, 8, 4\], \[64, 4, 2\], \[64, 3, 1\]\]"
+    for bad in ([], [[64, 7]], [[64, 7, 0]], [[64, 7, True]], "64,7,7", [[64, 7.0, 7]]):
+        with pytest.raises(ValueError, match=malformed + default):
+            build_model("nature", (3, 64, 64), np.uint8, 17, kwargs={"convs": bad})
+    with pytest.raises(ValueError, match=r"'nature'.*channels or convs, not both"):
+        build_model("nature", (3, 64, 64), np.uint8, 17, kwargs={"convs": tiles, "channels": [64, 64, 64]})
+    with pytest.raises(ValueError, match=r"too small for its convolutions"):
+        build_model("nature", (3, 64, 64), np.uint8, 17, kwargs={"convs": [[8, 7, 7], [8, 10, 1]]})
+
+
 @pytest.mark.parametrize("cls", [NatureCNN, ShallowCNN, ImpalaResNet])
 @pytest.mark.parametrize("shape", [(1, 84, 84), (4, 64, 64), (3, 84, 100)])
 def test_image_models_size_features_from_obs_shape(cls, shape):
