@@ -1,14 +1,39 @@
 """Do a PPO update's bits depend on the learner's thread count? crafter_ppo, sync, 3 updates, learner_threads 1 vs 2."""
-import glob, subprocess, sys, tempfile
+
+import glob
+import subprocess
+import sys
+import tempfile
+
 import torch
+
 
 def run(threads):
     d = tempfile.mkdtemp()
-    subprocess.run([sys.executable, "-m", "fastrl", "train", "configs/crafter_ppo.toml", "--run-dir", f"{d}/r",
-                    "--set", "run.total_frames=6144", "--set", "run.progress=false", "--set", "model.precision=fp32",
-                    "--set", f"engine.learner_threads={threads}"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fastrl",
+            "train",
+            "configs/crafter_ppo.toml",
+            "--run-dir",
+            f"{d}/r",
+            "--set",
+            "run.total_frames=6144",
+            "--set",
+            "run.progress=false",
+            "--set",
+            "model.precision=fp32",
+            "--set",
+            f"engine.learner_threads={threads}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     path = sorted(glob.glob(f"{d}/r/checkpoints/ckpt-*.pt"))[-1]
     return torch.load(path, map_location="cpu", weights_only=False)
+
 
 def tensors(obj, prefix=""):
     if isinstance(obj, torch.Tensor):
@@ -16,6 +41,7 @@ def tensors(obj, prefix=""):
     elif isinstance(obj, dict):
         for k, v in obj.items():
             yield from tensors(v, f"{prefix}/{k}")
+
 
 a, b = run(1), run(2)
 ta, tb = dict(tensors(a)), dict(tensors(b))
