@@ -187,7 +187,7 @@ class RunDir:
     def _holder(self) -> str:
         try:
             return f" (main process pid {json.loads((self.path / 'pids.json').read_text())['main']})"
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError):  # a damaged pids.json: the message goes without it
             return ""
 
     def _check_unused(self, own: tuple[str, ...]) -> None:
@@ -209,7 +209,13 @@ class RunDir:
     def ranks(self) -> int:
         """The torchrun ranks that made this run (1: one engine)."""
         path = self.path / RANKS_FILE
-        return int(json.loads(path.read_text())["ranks"]) if path.is_file() else 1
+        if not path.is_file():
+            return 1
+        try:
+            return int(json.loads(path.read_text())["ranks"])
+        except (OSError, ValueError, TypeError, KeyError):  # a damaged file: no guess at how many ranks made the run
+            raise ConfigError(f"{path} cannot be read: it should hold {{\"ranks\": N}}, the torchrun ranks that "
+                              "made this run") from None
 
     @property
     def metrics(self) -> Path:

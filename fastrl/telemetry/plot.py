@@ -100,11 +100,14 @@ def load_run(path: str | Path) -> RunCurves:
         if not text.strip():
             continue
         try:
-            lines.append(json.loads(text))
+            line = json.loads(text)
         except ValueError:
-            if number < len(texts):
-                raise ConfigError(f"{metrics}:{number} is not a JSON line") from None
-            # a run killed while writing leaves a cut last line: plot what came before it
+            line = None
+        if isinstance(line, dict):
+            lines.append(line)
+        elif number < len(texts):  # JSON that is no table ("7", "[]") is as damaged as no JSON at all
+            raise ConfigError(f"{metrics}:{number} is not a metrics line (a JSON object)")
+        # a run killed while writing leaves a cut last line: plot what came before it
     if not lines:
         raise ConfigError(f"{metrics} holds no metrics yet")
     return RunCurves(path.resolve().name, lines)

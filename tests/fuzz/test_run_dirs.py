@@ -3,7 +3,7 @@
 folder or a symlink (dangling, a loop). Each command answers with exit 0, 1 or 2 and no traceback; a refused run is
 never written to, and the reading commands never write into the run at all."""
 
-import os
+import random
 import shutil
 from pathlib import Path
 
@@ -49,7 +49,7 @@ def damage(run: Path, rel: str, how: str, arg: int, text: str) -> None:
         at = arg % len(data)
         path.write_bytes(data[:at] + bytes([data[at] ^ (1 << (arg >> 20) % 8)]) + data[at + 1 :])
     elif how == "overwrite":
-        path.write_bytes(os.urandom(1 + arg % 512))
+        path.write_bytes(random.Random(arg).randbytes(1 + arg % 512))  # seeded: a failing case can be replayed
     elif how == "delete":
         path.unlink()
     elif how == "folder":

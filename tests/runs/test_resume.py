@@ -126,6 +126,9 @@ def test_resume_refuses_what_cannot_go_on(tmp_path):
         fastrl.train(resume=tmp_path / "nowhere")
     with pytest.raises(ConfigError, match="give no config or run_dir"):
         fastrl.train({}, resume=run)
+    (run / "ranks.json").write_text("7")  # a damaged record of the torchrun ranks that made the run: no guess
+    with pytest.raises(ConfigError, match=r"ranks.json cannot be read: it should hold \{\"ranks\": N\}"):
+        fastrl.train(resume=run, overrides=["run.total_frames=800"])
 
 
 def test_atari_resumes_exactly_through_ale_state_cloning(tmp_path):

@@ -130,6 +130,19 @@ def test_bad_input_is_refused_with_the_reason(tmp_path, two_runs, capsys):
     assert not (tmp_path / "x.bmp").exists()
 
 
+@pytest.mark.parametrize("damaged", ["7", "[]", '"fps"', "null"])
+def test_a_json_line_that_is_no_object_is_refused_unless_it_is_the_cut_last_line(tmp_path, damaged):
+    """Found by the fuzzer: random bytes that happen to be JSON ("7") were an AttributeError's traceback."""
+    _write(tmp_path / "run", [_line(1.0, 100, 1.0), _line(2.0, 200, 2.0)])
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    good = metrics.read_text()
+    metrics.write_text(damaged + "\n" + good)
+    with pytest.raises(ConfigError, match=r"metrics.jsonl:1 is not a metrics line \(a JSON object\)"):
+        plot_runs(tmp_path / "run")
+    metrics.write_text(good + damaged + "\n")  # a last line cut as a run is killed: the lines before it are drawn
+    np.testing.assert_array_equal(plot_runs(tmp_path / "run").axes[0].get_lines()[0].get_ydata(), [1.0, 2.0])
+
+
 def test_missing_matplotlib_names_the_extra(two_runs, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # as if matplotlib were not installed
     assert main(["plot", str(two_runs[0]), "--out", str(two_runs[0] / "none.png")]) == 2
