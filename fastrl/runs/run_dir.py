@@ -214,8 +214,9 @@ class RunDir:
         try:
             return int(json.loads(path.read_text())["ranks"])
         except (OSError, ValueError, TypeError, KeyError):  # a damaged file: no guess at how many ranks made the run
-            raise ConfigError(f"{path} cannot be read: it should hold {{\"ranks\": N}}, the torchrun ranks that "
-                              "made this run") from None
+            raise ConfigError(
+                f'{path} cannot be read: it should hold {{"ranks": N}}, the torchrun ranks that made this run'
+            ) from None
 
     @property
     def metrics(self) -> Path:
